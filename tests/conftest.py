@@ -1,0 +1,15 @@
+"""Session-wide test setup. Service fixtures live in tests/fixtures/, one module per service."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+# Every test session gets its own AIRFLOW_HOME and an embedded store under it, so nothing
+# a test writes can touch a user's real Airflow or Bellamy store.
+_HOME = tempfile.mkdtemp(prefix="bellamy-test-airflow-")
+os.environ.setdefault("AIRFLOW_HOME", _HOME)
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+
+pytest_plugins: list[str] = []
