@@ -1,0 +1,1 @@
+"""Airflow hooks: the Bellamy store (façade) and the clusters jobs run on."""
