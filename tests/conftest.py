@@ -13,5 +13,6 @@ os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 
 pytest_plugins: list[str] = [
+    "tests.fixtures.postgres",
     "tests.fixtures.flink",
 ]

@@ -1,0 +1,76 @@
+"""`bellamy decisions list|show`: the stored sizing decisions, for auditing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("decisions", help="list or show stored sizing decisions")
+    sub = parser.add_subparsers(dest="decisions_command", required=True, metavar="ACTION")
+    lst = sub.add_parser("list", help="the newest decisions, newest first")
+    lst.add_argument("--job-type", default=None)
+    lst.add_argument("--limit", type=int, default=20)
+    lst.set_defaults(func=_list)
+    show = sub.add_parser("show", help="one decision with every candidate, as JSON")
+    show.add_argument("decision_id", type=int, metavar="DECISION_ID")
+    show.set_defaults(func=_show)
+
+
+def _fmt(value: float | None, unit: str = "s") -> str:
+    return "-" if value is None else f"{value:,.1f}{unit}"
+
+
+def _list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+    from airflow_provider_bellamy.facade import Bellamy
+
+    if args.limit < 1:
+        raise InvalidInputError("--limit", args.limit, "must be >= 1")
+    rows = Bellamy(args.store_url).list_decisions(args.job_type, limit=args.limit)
+    console = Console()
+    if not rows:
+        console.print("no decisions stored" + (f" for job type {args.job_type!r}" if args.job_type else ""))
+        return 0
+    table = Table(title=f"sizing decisions ({len(rows)} newest)")
+    for col in (
+        "id",
+        "created",
+        "job type",
+        "chosen",
+        "feasible",
+        "target",
+        "conf.",
+        "model",
+        "run",
+        "reason",
+    ):
+        table.add_column(col, overflow="fold")
+    for d in rows:
+        table.add_row(
+            str(d["id"]),
+            (d["created_at"] or "")[:19],
+            d["job_type"],
+            str(d["chosen_scale_out"]),
+            "yes" if d["feasible"] else "NO",
+            _fmt(d["target_s"]),
+            f"{d['confidence']:.2f}",
+            d["model_version"] or (d["fallback_reason"] and "fallback") or "-",
+            str(d["run_row_id"] or "-"),
+            d["reason"],
+        )
+    console.print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.facade import Bellamy
+
+    decision = Bellamy(args.store_url).get_decision(args.decision_id)
+    print(json.dumps(decision.to_dict(), indent=2, default=str))
+    return 0

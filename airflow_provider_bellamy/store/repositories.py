@@ -1,0 +1,503 @@
+"""Repositories: the only code that writes SQL for runs, model versions and decisions.
+
+Each repository wraps a :class:`~sqlalchemy.orm.Session` that the caller opened with
+:meth:`Store.read` or :meth:`Store.write`; none of them commits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.store.schema import Decision, ModelVersion, Run, utcnow
+
+TRY_KEY: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
+_RUN_COLUMNS = frozenset(c.key for c in Run.__table__.columns) - {"id"}
+
+
+def _insert(session: Session, table: Any) -> Any:
+    name = session.get_bind().dialect.name
+    if name == "postgresql":
+        return postgresql.insert(table)
+    if name == "sqlite":
+        return sqlite.insert(table)
+    return sa.insert(table)
+
+
+class RunRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    # ---------------------------------------------------------------- writes
+
+    def add(self, values: Mapping[str, Any]) -> tuple[int, bool]:
+        """Insert one run; returns (row id, created). An Airflow try already stored is not added again."""
+        row = self._row(values)
+        if row["source"] != "observed":
+            new_id = self.session.execute(sa.insert(Run).values(**row).returning(Run.id)).scalar_one()
+            return int(new_id), True
+        stmt = (
+            _insert(self.session, Run)
+            .values(**row)
+            .on_conflict_do_nothing(index_elements=list(TRY_KEY), index_where=sa.text("source = 'observed'"))
+            .returning(Run.id)
+        )
+        new_id = self.session.execute(stmt).scalar_one_or_none()
+        if new_id is not None:
+            return int(new_id), True
+        existing = self.find_try(*(row[k] for k in TRY_KEY))
+        if existing is None:  # pragma: no cover - the conflicting row cannot vanish inside the transaction
+            raise RuntimeError("run conflicted with a stored try that cannot be found")
+        return existing.id, False
+
+    def add_many(self, rows: Sequence[Mapping[str, Any]]) -> list[tuple[int, bool]]:
+        """Insert many runs in order; trace rows go in one multi-row statement."""
+        prepared = [self._row(r) for r in rows]
+        out: list[tuple[int, bool] | None] = [None] * len(prepared)
+        plain = [i for i, r in enumerate(prepared) if r["source"] != "observed"]
+        if plain:
+            ids = self.session.scalars(
+                sa.insert(Run).returning(Run.id, sort_by_parameter_order=True),
+                [prepared[i] for i in plain],
+            ).all()
+            for i, new_id in zip(plain, ids, strict=True):
+                out[i] = (int(new_id), True)
+        for i, r in enumerate(prepared):
+            if r["source"] == "observed":
+                out[i] = self.add(r)
+        return [o for o in out if o is not None]
+
+    @staticmethod
+    def _row(values: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(values) - _RUN_COLUMNS
+        if unknown:
+            raise InvalidInputError("run", sorted(unknown), "unknown run column(s)")
+        row = dict(values)
+        row.setdefault("status", "success")
+        row.setdefault("source", "trace")
+        row.setdefault("recorded_at", utcnow())
+        if row["source"] == "observed":
+            row.setdefault("map_index", -1)
+            row.setdefault("try_number", 1)
+        return row
+
+    # ----------------------------------------------------------------- reads
+
+    def get(self, run_row_id: int) -> Run | None:
+        return self.session.get(Run, run_row_id)
+
+    def find_try(self, dag_id: str, task_id: str, run_id: str, map_index: int, try_number: int) -> Run | None:
+        return self.session.scalars(
+            sa.select(Run).where(
+                Run.source == "observed",
+                Run.dag_id == dag_id,
+                Run.task_id == task_id,
+                Run.run_id == run_id,
+                Run.map_index == map_index,
+                Run.try_number == try_number,
+            )
+        ).one_or_none()
+
+    def list(
+        self,
+        *,
+        job_type: str | None = None,
+        status: str | None = None,
+        source: str | None = None,
+        dataset: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> list[Run]:
+        stmt = self._filtered(sa.select(Run), job_type, status, source, dataset)
+        stmt = stmt.order_by(Run.id.desc() if newest_first else Run.id.asc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return list(self.session.scalars(stmt))
+
+    def count(
+        self,
+        *,
+        job_type: str | None = None,
+        status: str | None = None,
+        source: str | None = None,
+        dataset: str | None = None,
+    ) -> int:
+        stmt = self._filtered(sa.select(sa.func.count(Run.id)), job_type, status, source, dataset)
+        return int(self.session.execute(stmt).scalar_one())
+
+    @staticmethod
+    def _filtered(
+        stmt: Any, job_type: str | None, status: str | None, source: str | None, dataset: str | None
+    ) -> Any:
+        if job_type is not None:
+            stmt = stmt.where(Run.job_type == job_type)
+        if status is not None:
+            stmt = stmt.where(Run.status == status)
+        if source is not None:
+            stmt = stmt.where(Run.source == source)
+        if dataset is not None:
+            stmt = stmt.where(Run.dataset == dataset)
+        return stmt
+
+    def training_runs(
+        self,
+        job_type: str | None,
+        *,
+        fingerprint: str | None = None,
+        after_id: int | None = None,
+        up_to_id: int | None = None,
+    ) -> list[Run]:
+        """Successful runs (failed ones are kept in the store but never trained on), oldest first."""
+        stmt = sa.select(Run).where(Run.status == "success")
+        if job_type is not None:
+            stmt = stmt.where(Run.job_type == job_type)
+        if fingerprint is not None:
+            stmt = stmt.where(Run.context_fingerprint == fingerprint)
+        if after_id is not None:
+            stmt = stmt.where(Run.id > after_id)
+        if up_to_id is not None:
+            stmt = stmt.where(Run.id <= up_to_id)
+        return list(self.session.scalars(stmt.order_by(Run.id)))
+
+    def runs_since(self, after_id: int, *, job_type: str | None = None) -> list[Run]:
+        """Every run (any status) recorded after row ``after_id``, oldest first."""
+        stmt = sa.select(Run).where(Run.id > after_id)
+        if job_type is not None:
+            stmt = stmt.where(Run.job_type == job_type)
+        return list(self.session.scalars(stmt.order_by(Run.id)))
+
+    def training_summary(self, job_type: str, fingerprint: str | None = None) -> tuple[int, int | None]:
+        """(number of successful runs, newest of their row ids) of a job type or one of its contexts."""
+        stmt = sa.select(sa.func.count(Run.id), sa.func.max(Run.id)).where(
+            Run.job_type == job_type, Run.status == "success"
+        )
+        if fingerprint is not None:
+            stmt = stmt.where(Run.context_fingerprint == fingerprint)
+        count, newest = self.session.execute(stmt).one()
+        return int(count), (int(newest) if newest is not None else None)
+
+    def job_types(self, *, successful_only: bool = False) -> list[str]:
+        stmt = sa.select(Run.job_type).distinct()
+        if successful_only:
+            stmt = stmt.where(Run.status == "success")
+        return sorted(self.session.scalars(stmt))
+
+    def has_job_type(self, job_type: str) -> bool:
+        stmt = sa.select(Run.id).where(Run.job_type == job_type).limit(1)
+        return self.session.execute(stmt).first() is not None
+
+    def contexts(self, job_type: str) -> list[dict[str, Any]]:
+        """One entry per context of a job type: fingerprint, properties, successful runs, scale-outs."""
+        stmt = (
+            sa.select(
+                Run.context_fingerprint,
+                sa.func.count(Run.id),
+                sa.func.min(Run.id),
+                sa.func.max(Run.id),
+            )
+            .where(Run.job_type == job_type, Run.status == "success")
+            .group_by(Run.context_fingerprint)
+            .order_by(sa.func.min(Run.id))
+        )
+        out = []
+        for fp, count, first_id, newest_id in self.session.execute(stmt):
+            first = self.session.get(Run, first_id)
+            scale_outs = sorted(
+                self.session.scalars(
+                    sa.select(Run.scale_out)
+                    .where(Run.job_type == job_type, Run.context_fingerprint == fp, Run.status == "success")
+                    .distinct()
+                )
+            )
+            out.append(
+                {
+                    "fingerprint": fp,
+                    "context": first.context if first else {},
+                    "runs": int(count),
+                    "newest_run_id": int(newest_id),
+                    "scale_outs": scale_outs,
+                }
+            )
+        return out
+
+
+class ModelRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @property
+    def _is_postgres(self) -> bool:
+        return self.session.get_bind().dialect.name == "postgresql"
+
+    def _lock(self, job_type: str, scope: str, fingerprint: str | None) -> None:
+        """Serialise writers of one model lineage (PostgreSQL; SQLite writers are serial already)."""
+        if self._is_postgres:
+            from airflow_provider_bellamy.store.store import lock_key
+
+            self.session.execute(
+                sa.text("SELECT pg_advisory_xact_lock(:k)"),
+                {"k": lock_key("model", job_type, scope, fingerprint)},
+            )
+
+    def add(
+        self,
+        *,
+        job_type: str,
+        scope: str,
+        weights: bytes,
+        kind: str = "bellamy",
+        context_fingerprint: str | None = None,
+        parent_id: int | None = None,
+        train_rows: int = 0,
+        newest_run_id: int | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        status: str = "candidate",
+        blob_writer: Any = None,
+        blob_threshold_bytes: int | None = None,
+    ) -> ModelVersion:
+        """Store a new version (numbered after the lineage's last). Big weights go to ``blob_writer``."""
+        if scope not in ("general", "context"):
+            raise InvalidInputError("scope", scope, "must be 'general' or 'context'")
+        if (scope == "context") != (context_fingerprint is not None):
+            raise InvalidInputError(
+                "context_fingerprint",
+                context_fingerprint,
+                "a context model needs one; a general model has none",
+            )
+        if not isinstance(weights, (bytes, bytearray)) or not weights:
+            raise InvalidInputError("weights", type(weights).__name__, "must be non-empty bytes")
+        self._lock(job_type, scope, context_fingerprint)
+        last = self.session.execute(
+            sa.select(sa.func.max(ModelVersion.version)).where(
+                ModelVersion.job_type == job_type,
+                ModelVersion.scope == scope,
+                ModelVersion.context_fingerprint.is_(None)
+                if context_fingerprint is None
+                else ModelVersion.context_fingerprint == context_fingerprint,
+            )
+        ).scalar_one()
+        data = bytes(weights)
+        digest = hashlib.sha256(data).hexdigest()
+        mv = ModelVersion(
+            job_type=job_type,
+            scope=scope,
+            context_fingerprint=context_fingerprint,
+            version=int(last or 0) + 1,
+            parent_id=parent_id,
+            kind=kind,
+            status="candidate",
+            created_at=utcnow(),
+            train_rows=int(train_rows),
+            newest_run_id=newest_run_id,
+            metrics=_json_safe(dict(metrics or {})),
+            weights_sha256=digest,
+            weights_size=len(data),
+        )
+        if blob_writer is not None and blob_threshold_bytes is not None and len(data) > blob_threshold_bytes:
+            mv.weights_path = blob_writer(data, digest)
+        else:
+            mv.weights = data
+        self.session.add(mv)
+        self.session.flush()
+        if status == "active":
+            self.promote(mv.id)
+        elif status != "candidate":
+            raise InvalidInputError("status", status, "a new version is 'candidate' or 'active'")
+        return mv
+
+    def get(self, version_id: int) -> ModelVersion | None:
+        return self.session.get(ModelVersion, version_id)
+
+    def active(
+        self, job_type: str, *, scope: str = "general", fingerprint: str | None = None
+    ) -> ModelVersion | None:
+        stmt = sa.select(ModelVersion).where(
+            ModelVersion.job_type == job_type, ModelVersion.scope == scope, ModelVersion.status == "active"
+        )
+        if scope == "context":
+            stmt = stmt.where(ModelVersion.context_fingerprint == fingerprint)
+        return self.session.scalars(stmt).one_or_none()
+
+    def list(
+        self,
+        *,
+        job_type: str | None = None,
+        scope: str | None = None,
+        status: str | None = None,
+        fingerprint: str | None = None,
+        limit: int | None = None,
+    ) -> list[ModelVersion]:
+        stmt = sa.select(ModelVersion)
+        if job_type is not None:
+            stmt = stmt.where(ModelVersion.job_type == job_type)
+        if scope is not None:
+            stmt = stmt.where(ModelVersion.scope == scope)
+        if status is not None:
+            stmt = stmt.where(ModelVersion.status == status)
+        if fingerprint is not None:
+            stmt = stmt.where(ModelVersion.context_fingerprint == fingerprint)
+        stmt = stmt.order_by(ModelVersion.job_type, ModelVersion.scope, ModelVersion.id.desc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return list(self.session.scalars(stmt))
+
+    def weights(self, mv: ModelVersion) -> bytes:
+        """The stored weights, checked against their checksum."""
+        from airflow_provider_bellamy.exceptions import ModelFileError
+        from airflow_provider_bellamy.store.store import Store
+
+        if mv.weights_path:
+            return Store.read_blob(mv.weights_path, mv.weights_sha256)
+        data = self.session.execute(
+            sa.select(ModelVersion.weights).where(ModelVersion.id == mv.id)
+        ).scalar_one_or_none()
+        if data is None or hashlib.sha256(data).hexdigest() != mv.weights_sha256:
+            raise ModelFileError(f"model version {mv.id} ({mv.label}): stored weights are missing or corrupt")
+        return bytes(data)
+
+    def _lineage_rows(self, mv: ModelVersion) -> list[ModelVersion]:
+        """Every version of ``mv``'s lineage, row-locked on PostgreSQL (SELECT ... FOR UPDATE)."""
+        self._lock(mv.job_type, mv.scope, mv.context_fingerprint)
+        stmt = sa.select(ModelVersion).where(
+            ModelVersion.job_type == mv.job_type,
+            ModelVersion.scope == mv.scope,
+            ModelVersion.context_fingerprint.is_(None)
+            if mv.context_fingerprint is None
+            else ModelVersion.context_fingerprint == mv.context_fingerprint,
+        )
+        if self._is_postgres:
+            stmt = stmt.with_for_update()
+        # populate_existing: after waiting for the lock, see what the other writer committed.
+        return list(self.session.scalars(stmt.execution_options(populate_existing=True)))
+
+    def promote(self, version_id: int, *, keep_activation_time: bool = False) -> ModelVersion:
+        """Make a version the active one of its lineage; the previous active one is retired."""
+        target = self.get(version_id)
+        if target is None:
+            raise InvalidInputError("version_id", version_id, "no such model version")
+        rows = self._lineage_rows(target)
+        target = next(r for r in rows if r.id == version_id)
+        if target.status == "active":
+            return target
+        for row in rows:
+            if row.status == "active":
+                row.status = "retired"
+        # The old active row must be retired in the database before the new one turns
+        # active, or the partial unique index sees two active rows for a moment.
+        self.session.flush()
+        target.status = "active"
+        if not keep_activation_time or target.activated_at is None:
+            target.activated_at = utcnow()
+        self.session.flush()
+        return target
+
+    def rollback(self, job_type: str) -> ModelVersion:
+        """Re-activate the general version that was active before the current one."""
+        current = self.active(job_type)
+        if current is None:
+            raise InvalidInputError("job_type", job_type, "has no active general model to roll back")
+        rows = self._lineage_rows(current)
+        current = next(r for r in rows if r.id == current.id)
+        if current.status != "active":  # another writer changed it while this one waited
+            raise InvalidInputError("job_type", job_type, "the active model changed meanwhile; try again")
+        assert current.activated_at is not None
+        earlier = [
+            r
+            for r in rows
+            if r.status == "retired" and r.activated_at is not None and r.activated_at < current.activated_at
+        ]
+        if not earlier:
+            raise InvalidInputError("job_type", job_type, f"no version was active before {current.label}")
+        previous = max(earlier, key=lambda r: (r.activated_at, r.id))
+        # Keep the earlier activation time, so a second rollback steps further back instead
+        # of toggling between the same two versions.
+        return self.promote(previous.id, keep_activation_time=True)
+
+
+class DecisionRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, values: Mapping[str, Any]) -> Decision:
+        row = dict(values)
+        row.setdefault("created_at", utcnow())
+        row["candidates"] = _json_safe(row.get("candidates") or [])
+        row["context"] = _json_safe(row.get("context") or {})
+        decision = Decision(**row)
+        self.session.add(decision)
+        self.session.flush()
+        return decision
+
+    def get(self, decision_id: int) -> Decision | None:
+        return self.session.get(Decision, decision_id)
+
+    def list(self, *, job_type: str | None = None, limit: int | None = None) -> list[Decision]:
+        stmt = sa.select(Decision)
+        if job_type is not None:
+            stmt = stmt.where(Decision.job_type == job_type)
+        stmt = stmt.order_by(Decision.id.desc())
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return list(self.session.scalars(stmt))
+
+    def try_link(self, decision_id: int, run_row_id: int) -> bool:
+        """Link when both rows exist and agree on the job type; False (nothing changed) otherwise."""
+        decision = self.get(decision_id)
+        run = self.session.get(Run, run_row_id)
+        if decision is None or run is None or decision.job_type != run.job_type:
+            return False
+        self.link(decision_id, run_row_id)
+        return True
+
+    def link(self, decision_id: int, run_row_id: int) -> Decision:
+        """Attach the run a decision led to (the same link again is a no-op)."""
+        decision = self.get(decision_id)
+        if decision is None:
+            raise InvalidInputError("decision_id", decision_id, "no such decision")
+        run = self.session.get(Run, run_row_id)
+        if run is None:
+            raise InvalidInputError("run_row_id", run_row_id, "no such run")
+        if run.job_type != decision.job_type:
+            raise InvalidInputError(
+                "run_row_id",
+                run_row_id,
+                f"is a {run.job_type!r} run; decision {decision_id} is for {decision.job_type!r}",
+            )
+        if decision.run_row_id not in (None, run_row_id):
+            # A retried task writes a new run for the same decision: the newest try wins.
+            newest = self.session.get(Run, decision.run_row_id)
+            if newest is not None and newest.id > run_row_id:
+                return decision
+        decision.run_row_id = run_row_id
+        if run.decision_id is None:
+            run.decision_id = decision_id
+        self.session.flush()
+        return decision
+
+
+def _json_safe(value: Any) -> Any:
+    """JSON has no NaN or infinity; numpy scalars and datetimes become plain values."""
+    import math
+
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if hasattr(value, "item"):
+        return _json_safe(value.item())
+    if isinstance(value, Iterable):
+        return [_json_safe(v) for v in value]
+    return str(value)

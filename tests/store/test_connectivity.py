@@ -1,0 +1,70 @@
+"""An unusable store fails fast with a StoreError naming it, never a hang."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_bellamy.exceptions import InvalidInputError, StoreError
+from airflow_provider_bellamy.facade import Bellamy
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again when the block ends
+
+
+def test_unreachable_postgres_fails_within_the_timeout() -> None:
+    url = f"postgresql+psycopg://bellamy:secret@127.0.0.1:{_closed_port()}/bellamy"
+    b = Bellamy(url, connect_timeout_s=3)
+    started = time.monotonic()
+    with pytest.raises(StoreError) as err:
+        b.list_runs()
+    assert time.monotonic() - started < 5
+    assert "127.0.0.1" in str(err.value) and "secret" not in str(err.value)
+    started = time.monotonic()
+    with pytest.raises(StoreError):
+        b.record_run(job_type="grep", framework="spark", scale_out=2, runtime_s=10.0)
+    assert time.monotonic() - started < 5
+
+
+def test_blackholed_postgres_host_respects_the_connect_timeout() -> None:
+    # 192.0.2.0/24 is TEST-NET-1: packets go nowhere, so only the timeout can end the attempt.
+    b = Bellamy("postgresql+psycopg://u@192.0.2.1:5432/db", connect_timeout_s=2)
+    started = time.monotonic()
+    with pytest.raises(StoreError):
+        b.list_runs()
+    assert time.monotonic() - started < 6
+
+
+def test_unwritable_sqlite_location_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with pytest.raises((StoreError, OSError)):
+        Bellamy(f"sqlite:///{blocker}/bellamy.db").record_run(
+            job_type="grep", framework="spark", scale_out=2, runtime_s=10.0
+        )
+
+
+def test_corrupt_sqlite_file_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "bellamy.db"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError):
+        Bellamy(f"sqlite:///{path}").list_runs()
+
+
+@pytest.mark.parametrize(
+    "url", ["", "not a url", "mysql://u@localhost/db", "sqlite://", "sqlite:///:memory:"]
+)
+def test_bad_store_urls_are_input_errors(url: str) -> None:
+    with pytest.raises(InvalidInputError, match="store_url"):
+        Bellamy(url)
+
+
+def test_bad_connect_timeout_is_an_input_error() -> None:
+    with pytest.raises(InvalidInputError, match="connect_timeout_s"):
+        Bellamy(None, connect_timeout_s=0)
