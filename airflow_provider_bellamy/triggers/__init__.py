@@ -1,0 +1,1 @@
+"""Triggers: asynchronous waits for Flink jobs and Spark applications."""
