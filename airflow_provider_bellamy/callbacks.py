@@ -1,0 +1,274 @@
+"""Write observed runtimes back to the store, exactly once per task try.
+
+Three paths can record a finished try: a Bellamy operator itself, the
+``record_runtime`` callback, and the listener plugin. Any combination may be
+enabled, and callbacks may be listed twice; each try still yields one row:
+
+* a process-local marker keyed by ``(dag_id, task_id, run_id, map_index,
+  try_number)``: the operator, the task's callbacks and the listener of one try
+  all run in the same task process, so whichever records first marks the try and
+  the others skip without touching the store;
+* the store's own idempotency on that same provenance key, for the cases a
+  process-local marker cannot see (a callback re-run in another process, a
+  listener in a different worker): ``record_run`` returns the existing row.
+
+Use as ``on_success_callback=record_runtime`` and
+``on_failure_callback=record_runtime`` (also ``on_retry_callback``: a failed try
+that will be retried fires that one, not ``on_failure_callback``), or configured:
+``record_runtime(job_type="grep", scale_out=4)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+
+log = logging.getLogger(__name__)
+
+# XCom key under which a Bellamy operator or callback notes the recorded run row.
+RECORDED_XCOM_KEY = "bellamy_recorded_run"
+
+_lock = threading.Lock()
+_recorded: dict[tuple[str, str, str, int, int], int] = {}
+
+
+def try_key(ti: Any) -> tuple[str, str, str, int, int]:
+    """The provenance key of one task try."""
+    map_index = getattr(ti, "map_index", -1)
+    return (
+        str(ti.dag_id),
+        str(ti.task_id),
+        str(ti.run_id),
+        -1 if map_index is None else int(map_index),
+        int(getattr(ti, "try_number", 1) or 1),
+    )
+
+
+def recorded_row(ti: Any) -> int | None:
+    """The run row recorded for this try in this process, if any."""
+    with _lock:
+        return _recorded.get(try_key(ti))
+
+
+def mark_recorded(ti: Any, row_id: int) -> None:
+    with _lock:
+        _recorded[try_key(ti)] = row_id
+
+
+def forget_recorded(ti: Any | None = None) -> None:
+    """Drop the process-local marker (tests use it to act as a second process)."""
+    with _lock:
+        if ti is None:
+            _recorded.clear()
+        else:
+            _recorded.pop(try_key(ti), None)
+
+
+def _as_utc(value: Any) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return None
+
+
+def write_back(
+    facade: Any,
+    ti: Any,
+    *,
+    job_type: str,
+    framework: str,
+    scale_out: int,
+    runtime_s: float,
+    status: str,
+    properties: Mapping[str, Any],
+    started_at: dt.datetime | None = None,
+    ended_at: dt.datetime | None = None,
+    external_id: str | None = None,
+    decision_id: int | None = None,
+    source: str = "operator",
+) -> int:
+    """Record one try's run (once) and link it to its sizing decision; returns the run row id."""
+    existing = recorded_row(ti)
+    if existing is not None:
+        log.info("Bellamy: try %s already recorded as run %s; not recording again", try_key(ti), existing)
+        return existing
+    dag_id, task_id, run_id, map_index, try_number = try_key(ti)
+    row_id = facade.record_run(
+        job_type=job_type,
+        framework=framework,
+        scale_out=int(scale_out),
+        runtime_s=float(runtime_s),
+        context=dict(properties),
+        status=status,
+        dag_id=dag_id,
+        task_id=task_id,
+        run_id=run_id,
+        map_index=map_index,
+        try_number=try_number,
+        started_at=started_at,
+        ended_at=ended_at,
+        external_id=external_id,
+        decision_id=decision_id,
+    )
+    if decision_id is not None:
+        try:
+            facade.link_decision(decision_id, row_id)
+        except Exception as exc:  # the run is stored; a missing link only loses an audit edge
+            log.warning("Bellamy: could not link decision %s to run %s: %s", decision_id, row_id, exc)
+    mark_recorded(ti, row_id)
+    log.info(
+        "Bellamy: recorded %s run of %s at scale-out %s: %.2f s (run row %s, via %s)",
+        status,
+        job_type,
+        scale_out,
+        runtime_s,
+        row_id,
+        source,
+    )
+    return row_id
+
+
+def find_sizing_decision(ti: Any, task: Any, sizing_task_id: str | None = None) -> dict[str, Any] | None:
+    """The sizing decision (XCom) that sized ``task``.
+
+    ``sizing_task_id`` names it; otherwise the DAG's ``BellamySizingOperator`` whose
+    ``sized_task_id`` is this task, else the single sizing task directly upstream.
+    """
+    from airflow_provider_bellamy.operators.sizing import BellamySizingOperator
+
+    candidate = sizing_task_id
+    if candidate is None:
+        dag = getattr(task, "dag", None)
+        tasks = list(getattr(dag, "tasks", []) or [])
+        named = [
+            t.task_id
+            for t in tasks
+            if isinstance(t, BellamySizingOperator) and getattr(t, "sized_task_id", None) == task.task_id
+        ]
+        if named:
+            candidate = named[0]
+        else:
+            upstream = [
+                t.task_id
+                for t in tasks
+                if isinstance(t, BellamySizingOperator) and t.task_id in set(task.upstream_task_ids)
+            ]
+            if len(upstream) == 1:
+                candidate = upstream[0]
+    if candidate is None:
+        return None
+    value = ti.xcom_pull(task_ids=candidate)
+    return value if isinstance(value, Mapping) else None
+
+
+def is_bellamy_sized(task: Any) -> bool:
+    """Cheap check used by the listener on every task of every DAG."""
+    if getattr(task, "_bellamy_records_itself", False):
+        return True
+    dag = getattr(task, "dag", None)
+    if dag is None:
+        return False
+    for other in getattr(dag, "tasks", []) or []:
+        if getattr(other, "sized_task_id", None) == task.task_id and getattr(other, "_bellamy_sizing", False):
+            return True
+    return False
+
+
+def _failed(context: Mapping[str, Any], ti: Any) -> bool:
+    state = str(getattr(ti, "state", "") or "").lower()
+    if state.endswith(("failed", "up_for_retry")):
+        return True
+    return context.get("exception") is not None
+
+
+def record_from_context(
+    context: Mapping[str, Any],
+    *,
+    job_type: str | None = None,
+    framework: str | None = None,
+    scale_out: int | None = None,
+    properties: Mapping[str, Any] | None = None,
+    sizing_task_id: str | None = None,
+    bellamy_conn_id: str = "bellamy_default",
+    source: str = "callback",
+) -> int | None:
+    """Record the try described by a task context (used by ``record_runtime`` and the listener)."""
+    ti = context.get("ti") or context.get("task_instance")
+    if ti is None:
+        raise InvalidInputError("context", sorted(context), "is not a task context (no 'ti')")
+    if recorded_row(ti) is not None:
+        return recorded_row(ti)
+    task = context.get("task") or getattr(ti, "task", None)
+    decision = None
+    if scale_out is None or job_type is None:
+        decision = find_sizing_decision(ti, task, sizing_task_id) if task is not None else None
+    chosen = scale_out if scale_out is not None else (decision or {}).get("chosen_scale_out")
+    jt = job_type or (decision or {}).get("job_type")
+    if chosen is None or jt is None:
+        log.warning(
+            "Bellamy: not recording %s: no sizing decision found and no job_type/scale_out given", try_key(ti)
+        )
+        return None
+    props = dict(properties) if properties is not None else dict((decision or {}).get("context") or {})
+    fw = framework or (decision or {}).get("framework") or "spark"
+    started = _as_utc(getattr(ti, "start_date", None))
+    ended = _as_utc(getattr(ti, "end_date", None)) or dt.datetime.now(dt.timezone.utc)
+    runtime = (ended - started).total_seconds() if started else None
+    if runtime is None or runtime <= 0:
+        log.warning("Bellamy: not recording %s: no start time to measure the runtime from", try_key(ti))
+        return None
+    from airflow_provider_bellamy.hooks.bellamy import BellamyHook
+
+    facade = BellamyHook(bellamy_conn_id).get_facade()
+    return write_back(
+        facade,
+        ti,
+        job_type=str(jt),
+        framework=str(fw),
+        scale_out=int(chosen),
+        runtime_s=runtime,
+        status="failed" if _failed(context, ti) else "success",
+        properties=props,
+        started_at=started,
+        ended_at=ended,
+        decision_id=(decision or {}).get("decision_id"),
+        source=source,
+    )
+
+
+def record_runtime(context: Mapping[str, Any] | None = None, /, **options: Any) -> Any:
+    """Task callback that records the finished try's runtime in the Bellamy store.
+
+    ``on_success_callback=record_runtime`` takes the scale-out, job type and context
+    from the sizing decision in XCom (the ``BellamySizingOperator`` naming this task
+    in ``sized_task_id``, or the one directly upstream). ``record_runtime(job_type=...,
+    scale_out=..., properties=..., sizing_task_id=..., bellamy_conn_id=...)`` returns
+    a configured callback. A callback never fails the task: errors are logged.
+    """
+    if context is None:
+        allowed = {"job_type", "framework", "scale_out", "properties", "sizing_task_id", "bellamy_conn_id"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise InvalidInputError(
+                unknown[0], options[unknown[0]], f"unknown option; allowed: {sorted(allowed)}"
+            )
+
+        def _callback(ctx: Mapping[str, Any]) -> None:
+            record_runtime(ctx, **options)
+
+        _callback.__name__ = "record_runtime"
+        return _callback
+    try:
+        record_from_context(context, **options)
+    except Exception:
+        log.exception("Bellamy: recording the runtime failed (the task's own state is unaffected)")
+    return None
+
+
+RecordCallback = Callable[[Mapping[str, Any]], None]

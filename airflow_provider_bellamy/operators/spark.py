@@ -1,0 +1,382 @@
+"""``BellamySparkSubmitOperator``: spark-submit at the scale-out the model chooses.
+
+Before launch it sizes the job (see ``operators.sizing``) and sets the executor
+count the way the connection's master understands it:
+
+* ``local`` / ``local[*]`` / ``local[k]``: the master becomes ``local[n]``;
+* standalone ``spark://``: ``--total-executor-cores n*executor_cores`` with
+  ``--executor-cores executor_cores`` (n executors of that many cores);
+* ``yarn`` and ``k8s://``: ``--num-executors n`` and
+  ``spark.executor.instances=n``, with dynamic allocation switched off (it would
+  override the count).
+
+After spark-submit it writes the observed runtime back: the application's own
+duration from the standalone master's ``/json/`` (``completedapps``) or from a
+Spark history server (``history_server_url``), else the submission's wall time.
+A failed submission is recorded as ``failed`` (with its wall time) and re-raised.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.operators.sizing import (
+    DEFAULT_SIZING_TIMEOUT_S,
+    SIZING_TEMPLATE_FIELDS,
+    BellamySizingMixin,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_bellamy.config import JobConfig
+
+# Standalone ("app-20240101000000-0000"), local ("local-1700000000000") and YARN ids.
+_APP_ID_RE = re.compile(r"\b(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+)\b")
+_LOCAL_RE = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
+
+
+class BellamySparkSubmitHook(SparkSubmitHook):
+    """The provider's hook, also noting the application id that spark-submit logs."""
+
+    bellamy_app_id: str | None = None
+
+    def _process_spark_submit_log(self, itr: Any) -> None:
+        def tap(lines: Any) -> Any:
+            for line in lines:
+                if self.bellamy_app_id is None:
+                    match = _APP_ID_RE.search(line)
+                    if match:
+                        self.bellamy_app_id = match.group(1)
+                yield line
+
+        super()._process_spark_submit_log(tap(itr))
+
+
+def master_kind(master: str) -> str:
+    """``local`` | ``standalone`` | ``yarn`` | ``k8s`` for a Spark master URL."""
+    m = master.strip()
+    if _LOCAL_RE.match(m):
+        return "local"
+    if m.startswith("spark://"):
+        return "standalone"
+    if m == "yarn" or m.startswith("yarn"):
+        return "yarn"
+    if m.startswith("k8s://"):
+        return "k8s"
+    raise InvalidInputError(
+        "master", master, "unsupported Spark master (use local, spark://, yarn or k8s://)"
+    )
+
+
+def executor_settings(master: str, scale_out: int, executor_cores: int) -> dict[str, Any]:
+    """What to pass to spark-submit for ``scale_out`` executors on ``master``.
+
+    Returns ``master`` (possibly rewritten), ``num_executors``, ``total_executor_cores``,
+    ``executor_cores`` and extra ``conf`` entries.
+    """
+    kind = master_kind(master)
+    if kind == "local":
+        return {"kind": kind, "master": f"local[{scale_out}]", "conf": {}}
+    if kind == "standalone":
+        return {
+            "kind": kind,
+            "master": master,
+            "total_executor_cores": scale_out * executor_cores,
+            "executor_cores": executor_cores,
+            "conf": {},
+        }
+    return {
+        "kind": kind,
+        "master": master,
+        "num_executors": scale_out,
+        "executor_cores": executor_cores,
+        "conf": {"spark.executor.instances": str(scale_out), "spark.dynamicAllocation.enabled": "false"},
+    }
+
+
+class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
+    """A ``SparkSubmitOperator`` whose executor count is chosen by the Bellamy model.
+
+    Takes every ``SparkSubmitOperator`` argument plus the sizing arguments of
+    ``BellamySizingOperator`` (``job_type``, ``properties``, ``scale_outs``,
+    ``target`` / ``deadline`` / ``use_dag_deadline``, ``reserve``, ``confidence``,
+    ``objective``, ``on_infeasible``, ``default_scale_out``, ``bellamy_conn_id``), and:
+
+    :param executor_cores: cores per executor (one executor per scale-out unit).
+    :param history_server_url: a Spark history server to read the application's
+        duration from (``/api/v1/applications/<id>``), e.g. for local or YARN masters.
+    :param record: write the observed runtime back (default True).
+
+    Pushes XComs ``bellamy_decision`` (the decision dict) and
+    ``spark_submit_command`` (the exact argument list, secrets masked); returns the
+    recorded run as a dict.
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SIZING_TEMPLATE_FIELDS)
+    template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json", "conf": "json"}
+    ui_color = "#e4f0e8"
+    _bellamy_records_itself: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        job_type: str,
+        scale_outs: Sequence[int] | str,
+        properties: Mapping[str, Any] | str | None = None,
+        target: float | dt.timedelta | str | None = None,
+        deadline: Any = None,
+        use_dag_deadline: bool = False,
+        deadline_alert_name: str | None = None,
+        reserve: float | dt.timedelta | str = 0.0,
+        default_task_reserve: float | dt.timedelta = 0.0,
+        confidence: float | str = 0.9,
+        objective: str = "min_scale_out",
+        price_per_node_hour: float | None = None,
+        on_infeasible: str = "warn",
+        default_scale_out: int | str | None = None,
+        bellamy_conn_id: str = "bellamy_default",
+        connect_timeout_s: float | None = None,
+        sizing_timeout_s: float = DEFAULT_SIZING_TIMEOUT_S,
+        executor_cores: int = 1,
+        history_server_url: str | None = None,
+        record: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        for owned in ("num_executors", "total_executor_cores"):
+            if kwargs.get(owned) is not None:
+                raise InvalidInputError(
+                    owned, kwargs[owned], "is set by Bellamy sizing; give scale_outs instead"
+                )
+        if isinstance(executor_cores, bool) or not isinstance(executor_cores, int) or executor_cores < 1:
+            raise InvalidInputError("executor_cores", executor_cores, "must be an integer >= 1")
+        kwargs.setdefault("name", f"bellamy-{job_type}")
+        super().__init__(executor_cores=executor_cores, **kwargs)
+        self._init_sizing(
+            job_type=job_type,
+            framework="spark",
+            properties=properties,
+            scale_outs=scale_outs,
+            target=target,
+            deadline=deadline,
+            use_dag_deadline=use_dag_deadline,
+            deadline_alert_name=deadline_alert_name,
+            reserve=reserve,
+            default_task_reserve=default_task_reserve,
+            confidence=confidence,
+            objective=objective,
+            price_per_node_hour=price_per_node_hour,
+            on_infeasible=on_infeasible,
+            default_scale_out=default_scale_out,
+            bellamy_conn_id=bellamy_conn_id,
+            connect_timeout_s=connect_timeout_s,
+            sizing_timeout_s=sizing_timeout_s,
+        )
+        self.executor_cores_per_executor = executor_cores
+        self.history_server_url = history_server_url
+        self.record = record
+
+    @classmethod
+    def from_config(cls, job: JobConfig, **kwargs: Any) -> BellamySparkSubmitOperator:
+        """An operator for ``job`` of a pipeline config; ``kwargs`` override or add arguments
+        (``task_id`` defaults to the job's name)."""
+        if job.framework != "spark":
+            raise InvalidInputError(
+                f"jobs.{job.name}.framework",
+                job.framework,
+                "BellamySparkSubmitOperator needs spark",
+                where=job.source,
+            )
+        args: dict[str, Any] = {**job.sizing_kwargs(), **job.spark}
+        args.pop("framework", None)
+        args.setdefault("task_id", job.name)
+        args.update(kwargs)
+        return cls(**args)
+
+    # -- execution ---------------------------------------------------------------
+
+    def _apply_size(self, scale_out: int) -> dict[str, Any]:
+        probe = self._get_hook()
+        settings = executor_settings(probe._connection["master"], scale_out, self.executor_cores_per_executor)
+        self._num_executors = settings.get("num_executors")
+        self._total_executor_cores = settings.get("total_executor_cores")
+        self._executor_cores = settings.get("executor_cores", self._executor_cores)
+        conf = dict(self.conf or {})
+        for key, value in settings["conf"].items():
+            # the executor count is ours; dynamic allocation stays the user's call if set explicitly
+            if key == "spark.executor.instances" or key not in conf:
+                conf[key] = value
+        self.conf = conf
+        hook = self._get_hook()
+        # The provider builds its hook with a fixed argument list; swapping the class (it adds
+        # no state of its own) keeps every argument the provider passes, now and in later versions.
+        hook.__class__ = BellamySparkSubmitHook
+        if settings["kind"] == "local":
+            hook._connection["master"] = settings["master"]
+        self._hook = hook
+        return settings
+
+    def execute(self, context: Context) -> dict[str, Any] | None:
+        decision, target, facade = self.size_for_launch(context)
+        scale_out = int(decision.chosen_scale_out)
+        settings = self._apply_size(scale_out)
+        decision_dict = decision.to_dict()
+        decision_dict["target"] = target.to_dict()
+        ti = context["ti"]
+        ti.xcom_push(key="bellamy_decision", value=decision_dict)
+        hook = self._hook
+        assert hook is not None
+        command = hook._build_spark_submit_command(self.application)
+        masked = hook._mask_cmd(command).split(" ")
+        ti.xcom_push(key="spark_submit_command", value=masked)
+        self.log.info(
+            "Bellamy: launching %s with %s executor(s) on %s (%s)",
+            self.job_type,
+            scale_out,
+            settings["master"],
+            settings["kind"],
+        )
+
+        started_at = dt.datetime.now(dt.timezone.utc)
+        t0 = time.monotonic()
+        status, error = "success", None
+        try:
+            super().execute(context)
+        except BaseException as exc:
+            status, error = "failed", exc
+        wall_s = time.monotonic() - t0
+        ended_at = dt.datetime.now(dt.timezone.utc)
+
+        app_id = getattr(hook, "bellamy_app_id", None)
+        runtime_s, runtime_source = wall_s, "wall time of spark-submit"
+        if status == "success":
+            observed = self._application_duration(settings, app_id)
+            if observed is not None:
+                runtime_s, runtime_source = observed
+        self.log.info("Bellamy: %s %s after %.2f s (%s)", self.job_type, status, runtime_s, runtime_source)
+
+        result: dict[str, Any] | None = None
+        if self.record:
+            result = self._record(
+                facade,
+                ti,
+                decision,
+                scale_out,
+                runtime_s,
+                status,
+                started_at,
+                ended_at,
+                app_id,
+                runtime_source,
+            )
+        if error is not None:
+            raise error
+        return result
+
+    def _record(
+        self,
+        facade: Any,
+        ti: Any,
+        decision: Any,
+        scale_out: int,
+        runtime_s: float,
+        status: str,
+        started_at: dt.datetime,
+        ended_at: dt.datetime,
+        app_id: str | None,
+        runtime_source: str,
+    ) -> dict[str, Any] | None:
+        from airflow_provider_bellamy.callbacks import write_back
+        from airflow_provider_bellamy.operators.sizing import _coerce_properties
+
+        try:
+            if facade is None:
+                facade = self._hook_bellamy_facade()
+            row_id = write_back(
+                facade,
+                ti,
+                job_type=self.job_type,
+                framework="spark",
+                scale_out=scale_out,
+                runtime_s=max(runtime_s, 1e-3),
+                status=status,
+                properties=_coerce_properties(self.properties),
+                started_at=started_at,
+                ended_at=ended_at,
+                external_id=app_id,
+                decision_id=decision.decision_id,
+                source="operator",
+            )
+        except Exception as exc:  # the job ran; losing its record must not re-run it
+            self.log.warning("Bellamy: could not record the run (%s): %s", type(exc).__name__, exc)
+            return None
+        return {
+            "run_row_id": row_id,
+            "job_type": self.job_type,
+            "scale_out": scale_out,
+            "runtime_s": runtime_s,
+            "runtime_source": runtime_source,
+            "status": status,
+            "app_id": app_id,
+            "decision_id": decision.decision_id,
+        }
+
+    def _hook_bellamy_facade(self) -> Any:
+        from airflow_provider_bellamy.operators.sizing import _run_with_timeout
+
+        hook = self._bellamy_store_hook()
+        return _run_with_timeout(hook.get_facade, hook.connect_timeout_s + 5.0, "opening the Bellamy store")
+
+    def _application_duration(
+        self, settings: Mapping[str, Any], app_id: str | None
+    ) -> tuple[float, str] | None:
+        """The application's own duration in seconds, when Spark reports it."""
+        from airflow_provider_bellamy.spark_cluster import fetch_json
+
+        if self.history_server_url and app_id:
+            url = f"{self.history_server_url.rstrip('/')}/api/v1/applications/{app_id}"
+            for _ in range(10):  # the history server picks the event log up on its next scan
+                try:
+                    attempts = fetch_json(url, timeout_s=5.0).get("attempts") or []
+                    done = [a for a in attempts if a.get("completed") and a.get("duration")]
+                    if done:
+                        return float(done[-1]["duration"]) / 1000.0, f"history server ({app_id})"
+                except Exception as exc:
+                    self.log.debug("history server not ready: %s", exc)
+                time.sleep(1.0)
+        if settings.get("kind") == "standalone":
+            web = self._standalone_webui(settings["master"])
+            if web:
+                for _ in range(10):  # the master moves the app to completedapps a moment after exit
+                    try:
+                        for app in fetch_json(f"{web}/json/", timeout_s=5.0).get("completedapps", []):
+                            match = app.get("id") == app_id if app_id else app.get("name") == self.name
+                            if match and app.get("duration"):
+                                return float(app["duration"]) / 1000.0, f"standalone master ({app.get('id')})"
+                    except Exception as exc:
+                        self.log.debug("master JSON not available: %s", exc)
+                        break
+                    time.sleep(0.5)
+        return None
+
+    def _standalone_webui(self, master: str) -> str | None:
+        """The master's web UI: the Spark connection's ``master-webui`` extra, else host:8080."""
+        from airflow.sdk import BaseHook
+
+        try:
+            conn_extra = BaseHook.get_connection(self._conn_id).extra_dejson or {}
+        except Exception:
+            conn_extra = {}
+        web = conn_extra.get("master-webui") or conn_extra.get("master_webui")
+        if web:
+            return str(web).rstrip("/")
+        host = master.replace("spark://", "").split(",")[0].rsplit(":", 1)[0]
+        return f"http://{host}:8080"

@@ -1,0 +1,133 @@
+"""Pipeline configs: good ones load, bad ones name the file, the job and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_bellamy.config import load_pipeline_config
+from airflow_provider_bellamy.exceptions import InvalidInputError
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "dags_examples" / "pipelines"
+
+GOOD = """
+defaults:
+  framework: spark
+  confidence: 0.8
+jobs:
+  nightly_grep:
+    job_type: grep
+    properties: {machine_type: local-2c, data_size_mb: 64}
+    scale_out: {min: 1, max: 4}
+    target: 2m30s
+    on_infeasible: run-max
+    spark:
+      application: jobs/grep.py
+      application_args: [--lines, "1000"]
+  sort_by_six:
+    scale_out: [1, 2, 4]
+    deadline: 2025-01-01T06:00:00+00:00
+    reserve: 10m
+    objective: min_cost
+    price_per_node_hour: 0.25
+    default_scale_out: 2
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_good_config(tmp_path: Path) -> None:
+    cfg = load_pipeline_config(write(tmp_path, GOOD))
+    grep = cfg.job("nightly_grep")
+    assert grep.job_type == "grep" and grep.framework == "spark"
+    assert grep.scale_outs == [1, 2, 3, 4]
+    assert grep.target_s == 150
+    assert grep.confidence == 0.8  # from defaults
+    assert grep.on_infeasible == "run-max"
+    assert grep.spark["application_args"] == ["--lines", "1000"]
+    sort = cfg.job("sort_by_six")
+    assert sort.job_type == "sort_by_six"
+    assert sort.deadline == "2025-01-01T06:00:00+00:00"
+    assert sort.reserve == 600
+    kwargs = sort.sizing_kwargs()
+    assert kwargs["scale_outs"] == [1, 2, 4] and kwargs["price_per_node_hour"] == 0.25
+    with pytest.raises(InvalidInputError, match="jobs: nightly_grep, sort_by_six"):
+        cfg.job("missing")
+
+
+def test_bundled_example_configs_load() -> None:
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert files, "dags_examples/pipelines/ has no configs"
+    for path in files:
+        assert load_pipeline_config(path).jobs
+
+
+BAD = [
+    ("jobs: {j: {framework: spark, scale_out: [1, 2], confidence: 1.5}}", "jobs.j.confidence", "1.5"),
+    ("jobs: {j: {framework: spark, scale_out: [1, 0]}}", "jobs.j.scale_out[1]", "0"),
+    ("jobs: {j: {framework: spark, scale_out: {min: 4, max: 2}}}", "jobs.j.scale_out.max", "2"),
+    ("jobs: {j: {framework: spark}}", "jobs.j.scale_out", "None"),
+    ("jobs: {j: {scale_out: [1]}}", "jobs.j.framework", "None"),
+    ("jobs: {j: {framework: spark, scale_out: [1], target: soon}}", "jobs.j.target", "'soon'"),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], deadline: '2025-01-01T06:00:00'}}",
+        "jobs.j.deadline",
+        "2025",
+    ),
+    ("jobs: {j: {framework: spark, scale_out: [1], target: 10, deadline: dag}}", "jobs.j.deadline", "dag"),
+    ("jobs: {j: {framework: spark, scale_out: [1], on_infeasible: panic}}", "jobs.j.on_infeasible", "panic"),
+    ("jobs: {j: {framework: spark, scale_out: [1], objective: cheapest}}", "jobs.j.objective", "cheapest"),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], objective: min_cost}}",
+        "jobs.j.price_per_node_hour",
+        "None",
+    ),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1, 2], default_scale_out: 3}}",
+        "jobs.j.default_scale_out",
+        "3",
+    ),
+    ("jobs: {j: {framework: spark, scale_out: [1], reserve: 60}}", "jobs.j.reserve", "60"),
+    ("jobs: {j: {framework: spark, scale_out: [1], targte: 60}}", "jobs.j.targte", "60"),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], properties: {scale_out: 3}}}",
+        "jobs.j.properties.scale_out",
+        "3",
+    ),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], spark: {num_executors: 3}}}",
+        "jobs.j.spark.num_executors",
+        "3",
+    ),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], spark: {application_args: x}}}",
+        "jobs.j.spark.application_args",
+        "x",
+    ),
+    ("jobs: []", "jobs", "[]"),
+    ("pipelines: {}", "pipelines", "{}"),
+    ("jobs: {j: [1, 2]}", "jobs.j", "[1, 2]"),
+]
+
+
+@pytest.mark.parametrize(("text", "field", "value"), BAD)
+def test_bad_config_names_file_job_and_key(tmp_path: Path, text: str, field: str, value: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(InvalidInputError) as err:
+        load_pipeline_config(path)
+    message = str(err.value)
+    assert err.value.field == field
+    assert message.startswith(str(path)), message
+    assert value in message
+
+
+def test_unparseable_yaml_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=r"path=.*pipeline.yaml.*not valid YAML at line \d+"):
+        load_pipeline_config(write(tmp_path, "jobs:\n  j: {framework: [\n"))
+    with pytest.raises(InvalidInputError, match="no such pipeline config file"):
+        load_pipeline_config(tmp_path / "absent.yaml")
