@@ -34,10 +34,17 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "sensors": [{"integration-name": "Bellamy", "python-modules": ["airflow_provider_bellamy.sensors.job"]}],
-        "triggers": [{"integration-name": "Bellamy", "python-modules": ["airflow_provider_bellamy.triggers.job"]}],
+        "sensors": [
+            {"integration-name": "Bellamy", "python-modules": ["airflow_provider_bellamy.sensors.job"]}
+        ],
+        "triggers": [
+            {"integration-name": "Bellamy", "python-modules": ["airflow_provider_bellamy.triggers.job"]}
+        ],
         "connection-types": [
-            {"hook-class-name": "airflow_provider_bellamy.hooks.bellamy.BellamyHook", "connection-type": "bellamy"},
+            {
+                "hook-class-name": "airflow_provider_bellamy.hooks.bellamy.BellamyHook",
+                "connection-type": "bellamy",
+            },
             {"hook-class-name": "airflow_provider_bellamy.hooks.flink.FlinkHook", "connection-type": "flink"},
         ],
         "plugins": [{"name": "bellamy", "plugin-class": "airflow_provider_bellamy.plugins.BellamyPlugin"}],

@@ -103,12 +103,16 @@ def normalize_property(value: Any) -> str | float | None:
 def normalize_context(context: Mapping[str, Any], *, where: str | None = None) -> dict[str, str | float]:
     """Drop provenance/required keys, normalise values, drop absent ones."""
     if not isinstance(context, Mapping):
-        raise InvalidInputError("context", context, "must be a mapping of property name to value", where=where)
+        raise InvalidInputError(
+            "context", context, "must be a mapping of property name to value", where=where
+        )
     out: dict[str, str | float] = {}
     skip = set(REQUIRED_COLUMNS) | set(PROVENANCE_COLUMNS)
     for key, value in context.items():
         if not isinstance(key, str) or not key:
-            raise InvalidInputError("context key", key, "property names must be non-empty strings", where=where)
+            raise InvalidInputError(
+                "context key", key, "property names must be non-empty strings", where=where
+            )
         if key in skip:
             continue
         try:
@@ -145,7 +149,10 @@ def validate_runs(frame: pd.DataFrame, *, where: str = "runs", line_offset: int 
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
         raise InvalidInputError(
-            "columns", ", ".join(missing), f"missing required column(s); have {list(frame.columns)}", where=where
+            "columns",
+            ", ".join(missing),
+            f"missing required column(s); have {list(frame.columns)}",
+            where=where,
         )
     out = frame.copy().reset_index(drop=True)
     scale_outs: list[int] = []

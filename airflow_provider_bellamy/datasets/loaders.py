@@ -36,8 +36,12 @@ def available_traces() -> dict[str, list[str]]:
     """Bundled trace sets and their job types."""
     root = resources.files(_DATA) / "data"
     return {
-        "c3o": sorted(p.name.removesuffix(".tsv") for p in (root / "c3o").iterdir() if p.name.endswith(".tsv")),
-        "bell": sorted(p.name.removesuffix(".csv") for p in (root / "bell").iterdir() if p.name.endswith(".csv")),
+        "c3o": sorted(
+            p.name.removesuffix(".tsv") for p in (root / "c3o").iterdir() if p.name.endswith(".tsv")
+        ),
+        "bell": sorted(
+            p.name.removesuffix(".csv") for p in (root / "bell").iterdir() if p.name.endswith(".csv")
+        ),
     }
 
 
@@ -123,6 +127,8 @@ def load_runs_file(path: str | Path) -> pd.DataFrame:
     try:
         raw = pd.read_csv(p, sep=sep, skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InvalidInputError("path", str(p), f"cannot be parsed as {'TSV' if sep == chr(9) else 'CSV'}: {exc}")
+        raise InvalidInputError(
+            "path", str(p), f"cannot be parsed as {'TSV' if sep == chr(9) else 'CSV'}: {exc}"
+        ) from None
     # header is line 1, the first data row line 2
     return validate_runs(raw, where=str(p), line_offset=2)

@@ -1,0 +1,166 @@
+"""Accuracy benchmark (DESIGN.md): Bellamy vs Ernest vs gradient boosting on the same splits.
+
+For each held-out context and k ∈ {0..5}: k runs at k distinct scale-outs are the
+fine-tuning data; the test set is every run at the context's other scale-outs. Metric:
+mean relative error |pred − actual| / actual, per algorithm and overall, per k.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from airflow_provider_bellamy.benchmarks.common import (
+    K_VALUES,
+    GbmBaseline,
+    draw_points,
+    ernest_predict,
+    held_out_tasks,
+    pretrain,
+)
+
+MODELS = ("bellamy", "ernest", "gbm")
+
+
+def _mre(pred: np.ndarray, actual: np.ndarray) -> list[float]:
+    return list(np.abs(pred - actual) / actual)
+
+
+def run_accuracy(
+    dataset: str = "c3o", seeds: int = 3, quick: bool = False, progress: Any = None
+) -> dict[str, Any]:
+    # errors[model][algorithm][k] → list of per-run relative errors
+    errors: dict[str, dict[str, dict[int, list[float]]]] = {
+        m: defaultdict(lambda: defaultdict(list)) for m in MODELS
+    }
+    pretrain_s: list[float] = []
+    finetune_s: list[float] = []
+    predict_s: list[float] = []
+    tasks = [(seed, t) for seed in range(seeds) for t in held_out_tasks(dataset, seed)]
+    for seed, task in tasks:
+        if progress:
+            progress(f"seed {seed} · {task.algorithm} · fold {task.fold}")
+        t0 = time.perf_counter()
+        general = pretrain(task, seed, quick)
+        pretrain_s.append(time.perf_counter() - t0)
+        gbm = GbmBaseline(task.train, seed)
+        rng = np.random.default_rng(10_000 + seed * 100 + task.fold)
+        # every held-out context gets its k points first, so GBM trains once per k
+        draws = {
+            k: {cid: draw_points(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
+            for k in K_VALUES
+        }
+        for k in K_VALUES:
+            points_all = [p for p, _ in draws[k].values()]
+            tests_all = [t for _, t in draws[k].values()]
+            import pandas as pd
+
+            extra = pd.concat(points_all) if k else task.held_out.iloc[:0]
+            test_frame = pd.concat(tests_all)
+            gbm_pred = gbm.fit_predict(extra.drop(columns=["context_id"]), test_frame)
+            errors["gbm"][task.algorithm][k].extend(_mre(gbm_pred, test_frame["runtime_s"].to_numpy()))
+            for points, test in draws[k].values():
+                if test.empty:
+                    continue
+                ctx = test.iloc[0].to_dict()
+                ns = test["scale_out"].to_numpy()
+                actual = test["runtime_s"].to_numpy()
+                t1 = time.perf_counter()
+                tuned = general.finetune(points.drop(columns=["context_id"]))
+                finetune_s.append(time.perf_counter() - t1)
+                t2 = time.perf_counter()
+                pred = tuned.predict(ctx, list(range(1, 21)))
+                predict_s.append(time.perf_counter() - t2)
+                pred = tuned.predict(ctx, ns.tolist())
+                errors["bellamy"][task.algorithm][k].extend(_mre(pred, actual))
+                ern = ernest_predict(points, ns)
+                if ern is not None:
+                    errors["ernest"][task.algorithm][k].extend(_mre(ern, actual))
+    return _summarise(errors, dataset, seeds, quick, pretrain_s, finetune_s, predict_s)
+
+
+def _summarise(
+    errors: dict[str, dict[str, dict[int, list[float]]]],
+    dataset: str,
+    seeds: int,
+    quick: bool,
+    pretrain_s: list[float],
+    finetune_s: list[float],
+    predict_s: list[float],
+) -> dict[str, Any]:
+    results: dict[str, dict[str, float | None]] = {}
+    per_algorithm: dict[str, dict[str, dict[str, float | None]]] = {}
+    algorithms = sorted({a for m in MODELS for a in errors[m]})
+    for model in MODELS:
+        results[model] = {}
+        for k in K_VALUES:
+            # overall = mean over algorithms of each algorithm's MRE (every algorithm weighs the same)
+            per_alg = [float(np.mean(errors[model][a][k])) for a in algorithms if errors[model][a][k]]
+            results[model][str(k)] = float(np.mean(per_alg)) if per_alg else None
+        for a in algorithms:
+            per_algorithm.setdefault(a, {})[model] = {
+                str(k): (float(np.mean(errors[model][a][k])) if errors[model][a][k] else None)
+                for k in K_VALUES
+            }
+    return {
+        "benchmark": "accuracy",
+        "dataset": dataset,
+        "seeds": seeds,
+        "quick": quick,
+        "date": time.strftime("%Y-%m-%d"),
+        "results": results,
+        "per_algorithm": per_algorithm,
+        "timings": {
+            "pretrain_s_median": statistics.median(pretrain_s),
+            "pretrain_s_max": max(pretrain_s),
+            "finetune_s_median": statistics.median(finetune_s),
+            "predict_20_scale_outs_ms_median": 1000 * statistics.median(predict_s),
+            "predict_20_scale_outs_ms_p95": 1000 * float(np.percentile(predict_s, 95)),
+            "pretrains": len(pretrain_s),
+        },
+    }
+
+
+def render_accuracy(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+
+    def fmt(v: float | None) -> str:
+        return "—" if v is None else f"{100 * v:.2f}%"
+
+    table = Table(
+        title=f"Mean relative error, {report['dataset']} ({report['seeds']} seed(s){', quick' if report['quick'] else ''})"
+    )
+    table.add_column("algorithm")
+    table.add_column("model")
+    for k in K_VALUES:
+        table.add_column(f"k={k}", justify="right")
+    for alg, models in report["per_algorithm"].items():
+        for model in MODELS:
+            table.add_row(alg, model, *[fmt(models[model][str(k)]) for k in K_VALUES])
+        table.add_section()
+    for model in MODELS:
+        table.add_row(
+            "[bold]overall", f"[bold]{model}", *[fmt(report["results"][model][str(k)]) for k in K_VALUES]
+        )
+    console.print(table)
+    t = report["timings"]
+    console.print(
+        f"pre-train median {t['pretrain_s_median']:.1f} s (max {t['pretrain_s_max']:.1f} s, {t['pretrains']} runs) · "
+        f"fine-tune median {1000 * t['finetune_s_median']:.1f} ms · "
+        f"predict 20 scale-outs median {t['predict_20_scale_outs_ms_median']:.2f} ms (p95 {t['predict_20_scale_outs_ms_p95']:.2f} ms)"
+    )
+
+
+def write_json(report: dict[str, Any], path: str | Path) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(report, indent=2) + "\n")

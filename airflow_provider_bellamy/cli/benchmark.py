@@ -1,0 +1,64 @@
+"""`bellamy benchmark accuracy|sizing`: the measured figures docs/benchmarks.md quotes."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("benchmark", help="reproduce the accuracy and sizing benchmarks")
+    sub = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+
+    acc = sub.add_parser("accuracy", help="MRE of Bellamy vs Ernest vs gradient boosting, k = 0..5 points")
+    acc.add_argument("--dataset", choices=("c3o", "bell"), default="c3o")
+    acc.add_argument("--seeds", type=int, default=3)
+    acc.add_argument(
+        "--quick", action="store_true", help="1 seed and a smaller ensemble (< 3 min on 2 cores)"
+    )
+    acc.add_argument("--json", dest="json_path", default=None, help="write the results as JSON here")
+    acc.set_defaults(func=_accuracy)
+
+    siz = sub.add_parser("sizing", help="SLA attainment and node-seconds of sizing policies (replay)")
+    siz.add_argument("--dataset", choices=("c3o", "bell"), default="c3o")
+    siz.add_argument("--confidence", type=float, default=0.9)
+    siz.add_argument("--seeds", type=int, default=3)
+    siz.add_argument("--quick", action="store_true")
+    siz.add_argument("--json", dest="json_path", default=None)
+    siz.set_defaults(func=_sizing)
+
+
+def _progress() -> Any:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return lambda msg: console.log(msg)
+
+
+def _accuracy(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.benchmarks.accuracy import render_accuracy, run_accuracy, write_json
+
+    seeds = 1 if args.quick and args.seeds == 3 else args.seeds
+    if seeds < 1:
+        from airflow_provider_bellamy.exceptions import InvalidInputError
+
+        raise InvalidInputError("--seeds", seeds, "must be >= 1")
+    report = run_accuracy(args.dataset, seeds=seeds, quick=args.quick, progress=_progress())
+    render_accuracy(report)
+    if args.json_path:
+        write_json(report, args.json_path)
+    return 0
+
+
+def _sizing(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.benchmarks.accuracy import write_json
+    from airflow_provider_bellamy.benchmarks.sizing import render_sizing, run_sizing
+
+    seeds = 1 if args.quick and args.seeds == 3 else args.seeds
+    report = run_sizing(
+        args.dataset, confidence=args.confidence, seeds=seeds, quick=args.quick, progress=_progress()
+    )
+    render_sizing(report)
+    if args.json_path:
+        write_json(report, args.json_path)
+    return 0

@@ -1,0 +1,459 @@
+"""``RuntimeModel``: pre-train across contexts, fine-tune on one, predict with a calibrated band."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
+from airflow_provider_bellamy.model.features import FeatureSchema, context_of, scale_out_basis
+from airflow_provider_bellamy.model.network import N_BASIS, BellamyNet, log_runtime
+from airflow_provider_bellamy.model.training import (
+    MAX_K,
+    QUANTILE_GRID,
+    EncodedRuns,
+    TrainingConfig,
+    context_folds,
+    encode_runs,
+    fit_delta,
+    noise_sd_of,
+    pick_points,
+    quantile_table,
+    train_member,
+)
+from airflow_provider_bellamy.records import context_columns, validate_runs, validate_scale_out
+
+FORMAT = "bellamy-runtime-model/1"  # bump when tensors or header change meaning
+PRIOR_GRID = (0.05, 0.1, 0.2, 0.4, 0.8)
+_CALIBRATION_DRAWS = 4
+
+
+def _context_key(ctx: Mapping[str, str | float]) -> str:
+    return json.dumps(sorted(ctx.items()), default=str)
+
+
+def _frame_contexts(frame: pd.DataFrame) -> list[dict[str, str | float]]:
+    cols = context_columns(frame.columns)
+    props = frame[cols].to_dict(orient="records") if cols else [{} for _ in range(len(frame))]
+    return [
+        context_of(job, {**p, "framework": fw})
+        for job, fw, p in zip(frame["job_type"], frame["framework"], props, strict=True)
+    ]
+
+
+def _training_frame(runs: pd.DataFrame, what: str) -> pd.DataFrame:
+    frame = validate_runs(runs, where=what)
+    if "status" in frame.columns:
+        frame = frame[frame["status"].fillna("success") == "success"].reset_index(drop=True)
+        if frame.empty:
+            raise InvalidInputError(what, "<no successful runs>", "every run given has status 'failed'")
+    return frame
+
+
+def _scale_outs(values: Sequence[int]) -> np.ndarray:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence | np.ndarray):
+        raise InvalidInputError("scale_outs", values, "must be a sequence of integers >= 1")
+    if len(values) == 0:
+        raise InvalidInputError("scale_outs", list(values), "must not be empty")
+    return np.array([validate_scale_out(v, field="scale_outs") for v in values], dtype=np.int64)
+
+
+class RuntimeModel:
+    """A Bellamy ensemble, general or fine-tuned to one context."""
+
+    def __init__(
+        self,
+        members: list[BellamyNet],
+        schema: FeatureSchema,
+        metadata: dict[str, Any],
+        *,
+        delta: torch.Tensor | None = None,
+        tuned_context: dict[str, str | float] | None = None,
+        tuned_points: int = 0,
+    ) -> None:
+        self.members = members
+        self.schema = schema
+        self.metadata = metadata
+        self.delta = delta
+        self.tuned_context = tuned_context
+        self.tuned_points = tuned_points
+        self._h_cache: dict[str, torch.Tensor] = {}
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def job_types(self) -> list[str]:
+        return sorted(self.schema.required)
+
+    @property
+    def properties(self) -> list[str]:
+        return list(self.schema.properties)
+
+    @property
+    def is_finetuned(self) -> bool:
+        return self.tuned_context is not None
+
+    # ------------------------------------------------------------------ training
+    @classmethod
+    def pretrain(
+        cls,
+        runs: pd.DataFrame,
+        *,
+        seed: int = 0,
+        time_budget_s: float | None = None,
+        config: TrainingConfig | None = None,
+    ) -> RuntimeModel:
+        """Pre-train a general model on runs of one or many job types across contexts."""
+        cfg = config or TrainingConfig()
+        if time_budget_s is not None:
+            if not (isinstance(time_budget_s, (int, float)) and time_budget_s > 0):
+                raise InvalidInputError("time_budget_s", time_budget_s, "must be a number of seconds > 0")
+            cfg = TrainingConfig(**{**cfg.__dict__, "time_budget_s": float(time_budget_s)})
+        started = time.monotonic()
+        frame = _training_frame(runs, "runs")
+        device = cfg.resolve_device()
+        contexts = _frame_contexts(frame)
+        keys = [_context_key(c) for c in contexts]
+        schema = FeatureSchema.from_contexts(list(frame["job_type"]), contexts)
+        data = encode_runs(
+            schema, contexts, keys, frame["scale_out"].to_numpy(), frame["runtime_s"].to_numpy(), device
+        )
+        n_ctx = data.vectors.shape[0]
+        rng = np.random.default_rng(seed)
+        k_folds = min(cfg.members, n_ctx) if n_ctx >= 2 else 1
+        folds = context_folds(n_ctx, k_folds, rng) if k_folds > 1 else [np.array([], dtype=np.int64)]
+        deadline_total = started + cfg.time_budget_s if cfg.time_budget_s else None
+        members: list[BellamyNet] = []
+        member_stats: list[dict[str, float]] = []
+        all_ctx = np.arange(n_ctx)
+        for m in range(cfg.members):
+            val = folds[m % len(folds)]
+            train = np.setdiff1d(all_ctx, val)
+            deadline = None
+            if deadline_total is not None:
+                deadline = started + cfg.time_budget_s * 0.9 * (m + 1) / cfg.members
+            net, stats = train_member(data, train, val, seed=seed * 1000 + m, config=cfg, deadline=deadline)
+            members.append(net)
+            member_stats.append(stats)
+        model = cls(members, schema, {})
+        noise_sd = noise_sd_of(data)
+        calibration = model._calibrate(data, folds, noise_sd, rng) if k_folds > 1 else {}
+        newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
+        model.metadata = {
+            "format": FORMAT,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seed": seed,
+            "job_types": sorted(set(frame["job_type"])),
+            "n_runs": len(frame),
+            "n_contexts": int(n_ctx),
+            "newest_run_id": newest,
+            "noise_sd": noise_sd,
+            "train_seconds": round(time.monotonic() - started, 3),
+            "members": member_stats,
+            "config": {k: v for k, v in cfg.__dict__.items() if k != "device"},
+            **calibration,
+        }
+        return model
+
+    def _calibrate(
+        self, data: EncodedRuns, folds: list[np.ndarray], noise_sd: float, rng: np.random.Generator
+    ) -> dict[str, Any]:
+        """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
+
+        Also picks the fine-tuning prior width from PRIOR_GRID by out-of-fold error
+        (empirical Bayes on the training data itself, never on the data evaluated later).
+        """
+        h_oof: list[torch.Tensor] = []
+        ctx_ids: list[int] = []
+        with torch.no_grad():
+            for m, fold in enumerate(folds):
+                if m >= len(self.members) or len(fold) == 0:
+                    continue
+                h, _ = self.members[m].log_weights(data.vectors, data.mask)
+                h_oof.append(h[torch.as_tensor(fold, device=h.device)])
+                ctx_ids.extend(int(c) for c in fold)
+        if not ctx_ids:
+            return {}
+        h_all = torch.cat(h_oof)
+        ctx_index = data.ctx_index.cpu().numpy()
+        run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
+        basis_np = data.basis.cpu().numpy()
+        y_np = data.log_y.cpu().numpy()
+
+        def residuals(k: int, prior_sd: float, draws: int) -> np.ndarray:
+            out: list[np.ndarray] = []
+            for _ in range(draws):
+                picks, tests = [], []
+                for runs in run_ids:
+                    p, t = pick_points(data.scale_out[runs], k, rng)
+                    picks.append(runs[p])
+                    tests.append(runs[t])
+                delta = torch.zeros_like(h_all)
+                if k:
+                    kmax = max(len(p) for p in picks)
+                    b = np.zeros((len(picks), kmax, N_BASIS), dtype=np.float32)
+                    yy = np.zeros((len(picks), kmax), dtype=np.float32)
+                    w = np.zeros((len(picks), kmax), dtype=np.float32)
+                    for i, p in enumerate(picks):
+                        b[i, : len(p)], yy[i, : len(p)], w[i, : len(p)] = basis_np[p], y_np[p], 1.0
+                    b[w == 0] = 1.0
+                    delta = fit_delta(
+                        h_all,
+                        torch.as_tensor(b, device=h_all.device),
+                        torch.as_tensor(yy, device=h_all.device),
+                        torch.as_tensor(w, device=h_all.device),
+                        noise_sd=noise_sd,
+                        prior_sd=prior_sd,
+                    )
+                hh = (h_all + delta).cpu()
+                for i, t in enumerate(tests):
+                    if len(t) == 0:
+                        continue
+                    pred = log_runtime(hh[i].expand(len(t), N_BASIS), torch.as_tensor(basis_np[t]))
+                    out.append(y_np[t] - pred.numpy())
+            return np.concatenate(out) if out else np.array([])
+
+        scores = {}
+        for prior in PRIOR_GRID:
+            errs = [np.mean(np.abs(np.expm1(residuals(k, prior, 2)))) for k in (1, 2, 3)]
+            scores[prior] = float(np.mean(errs))
+        prior_sd = min(scores, key=lambda p: (scores[p], p))
+        tables, mre = {}, {}
+        for k in range(MAX_K + 1):
+            r = residuals(k, prior_sd, _CALIBRATION_DRAWS)
+            tables[str(k)] = quantile_table(r)
+            mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
+        return {
+            "prior_sd": prior_sd,
+            "prior_scores": {str(k): v for k, v in scores.items()},
+            "calibration": {"quantiles": tables, "n": len(ctx_ids)},
+            "validation_mre": mre,
+        }
+
+    # ------------------------------------------------------------------ fine-tuning
+    def finetune(self, context_runs: pd.DataFrame) -> RuntimeModel:
+        """A copy fine-tuned to the one context of ``context_runs`` (0 rows → the general model)."""
+        if isinstance(context_runs, pd.DataFrame) and context_runs.empty:
+            return RuntimeModel(self.members, self.schema, self.metadata)
+        frame = _training_frame(context_runs, "context_runs")
+        contexts = _frame_contexts(frame)
+        keys = {_context_key(c) for c in contexts}
+        if len(keys) > 1:
+            raise InvalidInputError(
+                "context_runs", f"{len(keys)} contexts", "fine-tuning takes the runs of exactly one context"
+            )
+        ctx = contexts[0]
+        self.schema.check_context(str(ctx["job_type"]), ctx)
+        h0 = self._base_h(ctx)  # [M, N_BASIS]
+        basis = torch.as_tensor(scale_out_basis(frame["scale_out"].to_numpy()), dtype=torch.float32)
+        log_y = torch.as_tensor(np.log(frame["runtime_s"].to_numpy()), dtype=torch.float32)
+        m = h0.shape[0]
+        delta = fit_delta(
+            h0,
+            basis.unsqueeze(0).expand(m, -1, -1).to(h0.device),
+            log_y.unsqueeze(0).expand(m, -1).to(h0.device),
+            torch.ones(m, len(frame), device=h0.device),
+            noise_sd=float(self.metadata.get("noise_sd", 0.05)),
+            prior_sd=float(self.metadata.get("prior_sd", 0.2)),
+        )
+        tuned = RuntimeModel(
+            self.members,
+            self.schema,
+            self.metadata,
+            delta=delta.detach(),
+            tuned_context=ctx,
+            tuned_points=int(frame["scale_out"].nunique()),
+        )
+        return tuned
+
+    # ------------------------------------------------------------------ prediction
+    def _normalise(self, context: Mapping[str, object]) -> dict[str, str | float]:
+        if not isinstance(context, Mapping):
+            raise InvalidInputError("context", context, "must be a mapping of property name to value")
+        job = context.get("job_type")
+        if job is None:
+            if len(self.schema.required) != 1:
+                raise InvalidInputError(
+                    "context.job_type", None, f"this model covers several job types: {self.job_types}"
+                )
+            job = next(iter(self.schema.required))
+        if not isinstance(job, str) or job not in self.schema.required:
+            raise UnknownJobTypeError(str(job), self.job_types)
+        ctx = context_of(job, {k: v for k, v in context.items() if k in self.schema.properties})
+        if "framework" in self.schema.properties and "framework" not in ctx:
+            fw = context.get("framework")
+            if fw is not None:
+                ctx["framework"] = str(fw).lower()
+        self.schema.check_context(job, ctx)
+        return ctx
+
+    def _base_h(self, ctx: dict[str, str | float]) -> torch.Tensor:
+        key = _context_key(ctx)
+        cached = self._h_cache.get(key)
+        if cached is None:
+            vectors, mask = self.schema.encode([ctx])
+            device = next(self.members[0].parameters()).device
+            v, mk = torch.as_tensor(vectors, device=device), torch.as_tensor(mask, device=device)
+            with torch.no_grad():
+                cached = torch.cat([net.log_weights(v, mk)[0] for net in self.members])  # [M, N_BASIS]
+            if len(self._h_cache) > 1024:
+                self._h_cache.clear()
+            self._h_cache[key] = cached
+        return cached
+
+    def _member_log_pred(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
+        ctx = self._normalise(context)
+        ns = _scale_outs(scale_outs)
+        h = self._base_h(ctx)
+        if self.delta is not None and self.tuned_context is not None and ctx == self.tuned_context:
+            h = h + self.delta
+        basis = torch.as_tensor(scale_out_basis(ns), dtype=torch.float32, device=h.device)
+        with torch.no_grad():
+            logs = log_runtime(h.unsqueeze(1), basis.unsqueeze(0))  # [M, S]
+        return logs.cpu().numpy().astype(np.float64)
+
+    def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
+        """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
+        return np.exp(self._member_log_pred(context, scale_outs).mean(axis=0))
+
+    def predict_band(
+        self, context: Mapping[str, object], scale_outs: Sequence[int], confidence: float = 0.9
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(mean, lower, upper) seconds; P(runtime ≤ upper) ≈ confidence, P(runtime ≥ lower) ≈ confidence.
+
+        Split-conformal: quantiles of out-of-fold log residuals measured after fine-tuning
+        on as many points as this model was tuned on (up to MAX_K).
+        """
+        if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
+            raise InvalidInputError(
+                "confidence", confidence, "must be a probability strictly between 0 and 1"
+            )
+        ctx = self._normalise(context)
+        logs = self._member_log_pred(context, scale_outs)
+        mean = logs.mean(axis=0)
+        points = self.tuned_points if self.tuned_context == ctx else 0
+        lo_q, hi_q = self._residual_quantiles(min(points, MAX_K), confidence)
+        return np.exp(mean), np.exp(mean + lo_q), np.exp(mean + hi_q)
+
+    def _residual_quantiles(self, k: int, confidence: float) -> tuple[float, float]:
+        cal = self.metadata.get("calibration") or {}
+        table = (cal.get("quantiles") or {}).get(str(k)) or []
+        if not table:
+            # No out-of-fold data (a single context): a Gaussian band from run noise and
+            # the prior width, wider than any calibrated one on purpose.
+            from statistics import NormalDist
+
+            sd = math.hypot(
+                float(self.metadata.get("noise_sd", 0.05)), 2 * float(self.metadata.get("prior_sd", 0.2))
+            )
+            z = NormalDist().inv_cdf(confidence)
+            return -z * sd, z * sd
+        n = max(int(cal.get("n", 1)), 1)
+        # finite-sample conformal correction: level ⌈(n+1)q⌉/n, clipped to the table's range
+        level = min(1.0, math.ceil((n + 1) * confidence) / n)
+        hi = float(np.interp(level, QUANTILE_GRID, table))
+        lo = float(np.interp(1.0 - level, QUANTILE_GRID, table))
+        return lo, hi
+
+    # ------------------------------------------------------------------ persistence
+    def to_bytes(self) -> bytes:
+        from safetensors.torch import save
+
+        tensors: dict[str, torch.Tensor] = {}
+        for i, net in enumerate(self.members):
+            for name, value in net.state_dict().items():
+                tensors[f"m{i}.{name}"] = value.detach().cpu().contiguous()
+        if self.delta is not None:
+            tensors["delta"] = self.delta.detach().cpu().contiguous()
+        header = {
+            "format": FORMAT,
+            "n_members": len(self.members),
+            "n_properties": self.members[0].n_properties,
+            "code": self.members[0].code,
+            "hidden": self.members[0].hidden,
+            "schema": self.schema.to_dict(),
+            "metadata": self.metadata,
+            "tuned_context": self.tuned_context,
+            "tuned_points": self.tuned_points,
+        }
+        return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> RuntimeModel:
+        from safetensors import SafetensorError
+        from safetensors.torch import load
+
+        try:
+            header_len = int.from_bytes(data[:8], "little")
+            raw_header = json.loads(data[8 : 8 + header_len])
+            header = json.loads(raw_header["__metadata__"]["bellamy"])
+            tensors = load(data)
+        except (
+            SafetensorError,
+            ValueError,
+            KeyError,
+            TypeError,
+            json.JSONDecodeError,
+            UnicodeDecodeError,
+        ) as exc:
+            raise ModelFileError(
+                f"{source}: not a readable Bellamy model file ({exc.__class__.__name__}: {exc})"
+            ) from None
+        if header.get("format") != FORMAT:
+            raise ModelFileError(
+                f"{source}: model format {header.get('format')!r} is not {FORMAT!r}; retrain with `bellamy train`"
+            )
+        try:
+            members = []
+            for i in range(int(header["n_members"])):
+                net = BellamyNet(
+                    int(header["n_properties"]), code=int(header["code"]), hidden=int(header["hidden"])
+                )
+                prefix = f"m{i}."
+                net.load_state_dict({k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)})
+                net.eval()
+                members.append(net)
+            schema = FeatureSchema.from_dict(header["schema"])
+        except (KeyError, RuntimeError, ValueError) as exc:
+            raise ModelFileError(f"{source}: model file is inconsistent ({exc})") from None
+        return cls(
+            members,
+            schema,
+            header["metadata"],
+            delta=tensors.get("delta"),
+            tuned_context=header.get("tuned_context"),
+            tuned_points=int(header.get("tuned_points", 0)),
+        )
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp.write_bytes(self.to_bytes())
+        tmp.replace(p)  # atomic: a reader never sees half a file
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> RuntimeModel:
+        p = Path(path)
+        if not p.is_file():
+            raise ModelFileError(f"{p}: no such model file")
+        return cls.from_bytes(p.read_bytes(), source=str(p))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, io.IOBase):
+        raise TypeError("file objects cannot be stored")
+    return str(value)

@@ -1,0 +1,215 @@
+"""The sizing policy: predictions with a calibrated band + a runtime target → a decision.
+
+Pure: no torch, no store, no Airflow. The band's upper bound at ``confidence`` q is the
+runtime the job stays under with probability q (split-conformal, see model/), so
+"meets the target at confidence q" is simply ``upper_s <= target_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_provider_bellamy.decisions import OBJECTIVES, Candidate, Prediction, SizingDecision
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.records import validate_scale_out
+
+
+def validate_target(target_s: Any, *, field: str = "target_s") -> float | None:
+    if target_s is None:
+        return None
+    if isinstance(target_s, bool):
+        raise InvalidInputError(field, target_s, "must be a number of seconds > 0")
+    try:
+        value = float(target_s)
+    except (TypeError, ValueError):
+        raise InvalidInputError(field, target_s, "must be a number of seconds > 0") from None
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidInputError(field, target_s, "must be a finite number of seconds > 0")
+    return value
+
+
+def validate_confidence(confidence: Any) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
+        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
+    if not 0 < float(confidence) < 1:
+        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
+    return float(confidence)
+
+
+def validate_objective(objective: Any) -> str:
+    if objective not in OBJECTIVES:
+        raise InvalidInputError("objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
+    return str(objective)
+
+
+def validate_price(price: Any) -> float | None:
+    if price is None:
+        return None
+    if (
+        isinstance(price, bool)
+        or not isinstance(price, (int, float))
+        or not math.isfinite(price)
+        or price < 0
+    ):
+        raise InvalidInputError("price_per_node_hour", price, "must be a finite number >= 0")
+    return float(price)
+
+
+def validate_scale_outs(scale_outs: Any) -> list[int]:
+    if isinstance(scale_outs, (str, bytes, Mapping)) or not isinstance(scale_outs, Sequence | range):
+        raise InvalidInputError("scale_outs", scale_outs, "must be a list of integers >= 1")
+    values = [validate_scale_out(v, field="scale_outs") for v in scale_outs]
+    if not values:
+        raise InvalidInputError("scale_outs", list(scale_outs), "must not be empty")
+    return sorted(set(values))
+
+
+def _candidates(prediction: Prediction, target_s: float | None, price: float | None) -> list[Candidate]:
+    out = []
+    for n, mean, lo, hi in zip(
+        prediction.scale_outs, prediction.mean_s, prediction.lower_s, prediction.upper_s, strict=True
+    ):
+        # node-hours at the band's upper bound: what the decision plans to pay for
+        node_hours = n * hi / 3600.0
+        out.append(
+            Candidate(
+                scale_out=int(n),
+                predicted_s=float(mean),
+                lower_s=float(lo),
+                upper_s=float(hi),
+                node_hours=node_hours,
+                cost=None if price is None else node_hours * price,
+                meets_target=target_s is not None and hi <= target_s,
+            )
+        )
+    return sorted(out, key=lambda c: c.scale_out)
+
+
+def decide(
+    prediction: Prediction,
+    *,
+    target_s: float | None,
+    objective: str = "min_scale_out",
+    price_per_node_hour: float | None = None,
+    context: Mapping[str, Any] | None = None,
+    framework: str | None = None,
+) -> SizingDecision:
+    """Choose a scale-out. Ties break towards the smaller scale-out, so equal inputs give equal decisions.
+
+    * ``min_scale_out``: the smallest scale-out whose upper band meets the target;
+    * ``min_cost``: the least node-hours (× price) among those meeting the target;
+    * ``fastest``: the lowest upper band (the target only decides ``feasible``).
+    Without a target, ``min_scale_out``/``min_cost`` pick the cheapest candidate.
+    No candidate meets the target → ``feasible=False``, the fastest candidate, and the shortfall.
+    """
+    target = validate_target(target_s)
+    objective = validate_objective(objective)
+    price = validate_price(price_per_node_hour)
+    cands = _candidates(prediction, target, price)
+    if not cands:
+        raise InvalidInputError("scale_outs", [], "must not be empty")
+    fastest = min(cands, key=lambda c: (c.upper_s, c.scale_out))
+    cheapest = lambda pool: min(pool, key=lambda c: (c.node_hours, c.scale_out))  # noqa: E731
+    q = f"{prediction.confidence:.0%}"
+    meeting = [c for c in cands if c.meets_target] if target is not None else cands
+    feasible = bool(meeting)
+    shortfall = None
+    if not feasible:
+        chosen = fastest
+        shortfall = fastest.upper_s - target if target is not None else None
+        reason = (
+            f"no candidate meets the target {target:.0f} s at {q} confidence; "
+            f"fastest is {chosen.scale_out} (upper {chosen.upper_s:.0f} s, {shortfall:.0f} s short)"
+        )
+    elif objective == "fastest":
+        chosen = fastest
+        reason = f"fastest candidate: {chosen.scale_out} (upper {chosen.upper_s:.0f} s at {q})"
+    elif objective == "min_cost":
+        chosen = cheapest(meeting)
+        unit = "cost" if price is not None else "node-hours"
+        reason = f"least {unit} among {len(meeting)} candidate(s) meeting the target: {chosen.scale_out}"
+    elif target is None:
+        chosen = cheapest(cands)
+        reason = f"no target given: least node-hours, {chosen.scale_out}"
+    else:
+        chosen = min(meeting, key=lambda c: c.scale_out)
+        reason = (
+            f"smallest scale-out whose runtime stays under {target:.0f} s with {q} confidence: "
+            f"{chosen.scale_out} (predicted {chosen.predicted_s:.0f} s, upper {chosen.upper_s:.0f} s)"
+        )
+    if prediction.fallback_reason:
+        reason = f"{reason} [{prediction.fallback_reason}]"
+    return SizingDecision(
+        job_type=prediction.job_type,
+        chosen_scale_out=chosen.scale_out,
+        feasible=feasible,
+        reason=reason,
+        target_s=target,
+        confidence=prediction.confidence,
+        objective=objective,
+        candidates=cands,
+        context=dict(context or {}),
+        framework=framework,
+        model_version=prediction.model_version,
+        fallback_reason=prediction.fallback_reason,
+        shortfall_s=shortfall,
+        price_per_node_hour=price,
+    )
+
+
+def default_decision(
+    job_type: str,
+    scale_outs: Sequence[int],
+    default_scale_out: int | None,
+    reason: str,
+    *,
+    target_s: float | None,
+    confidence: float,
+    objective: str = "min_scale_out",
+    context: Mapping[str, Any] | None = None,
+    framework: str | None = None,
+    price_per_node_hour: float | None = None,
+) -> SizingDecision:
+    """No model can answer (no model, < 2 distinct observed scale-outs): a configured default.
+
+    ``default_scale_out`` None → the largest candidate, the choice least likely to miss.
+    ``feasible`` is True because nothing says otherwise; the reason says why.
+    """
+    values = validate_scale_outs(list(scale_outs))
+    target = validate_target(target_s)
+    confidence = validate_confidence(confidence)
+    objective = validate_objective(objective)
+    chosen = (
+        max(values)
+        if default_scale_out is None
+        else validate_scale_out(default_scale_out, field="default_scale_out")
+    )
+    cands = [
+        Candidate(
+            scale_out=n,
+            predicted_s=math.inf,
+            lower_s=0.0,
+            upper_s=math.inf,
+            node_hours=math.inf,
+            cost=None,
+            meets_target=False,
+        )
+        for n in values
+    ]
+    return SizingDecision(
+        job_type=job_type,
+        chosen_scale_out=chosen,
+        feasible=True,
+        reason=f"default scale-out {chosen}: {reason}",
+        target_s=target,
+        confidence=confidence,
+        objective=objective,
+        candidates=cands,
+        context=dict(context or {}),
+        framework=framework,
+        model_version=None,
+        fallback_reason=reason,
+        price_per_node_hour=validate_price(price_per_node_hour),
+    )
