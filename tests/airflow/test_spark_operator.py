@@ -1,0 +1,170 @@
+"""BellamySparkSubmitOperator: the executor count per master, and real spark-submit runs
+(local mode and the standalone master on 127.0.0.1) sized from the store and written back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.operators.spark import (
+    BellamySparkSubmitOperator,
+    executor_settings,
+    master_kind,
+)
+from tests.fixtures.airflow import connection_json, task_states, xcom_value
+from tests.fixtures.airflow_db import run_dag_test
+from tests.fixtures.spark import spark_job
+
+CONTEXT = {
+    "machine_type": "loopback-1c1g",
+    "cores": 1,
+    "memory_mb": 1024,
+    "data_size_mb": 2.0,
+    "lines": 20000,
+}
+
+
+def test_executor_settings_for_each_master() -> None:
+    assert executor_settings("local[*]", 3, 1)["master"] == "local[3]"
+    assert executor_settings("local", 2, 4)["master"] == "local[2]"
+    standalone = executor_settings("spark://10.0.0.1:7077", 3, 2)
+    assert standalone["total_executor_cores"] == 6 and standalone["executor_cores"] == 2
+    for master in ("yarn", "k8s://https://kube:6443"):
+        s = executor_settings(master, 5, 2)
+        assert s["num_executors"] == 5 and s["executor_cores"] == 2
+        assert s["conf"]["spark.executor.instances"] == "5"
+        assert s["conf"]["spark.dynamicAllocation.enabled"] == "false"
+    with pytest.raises(InvalidInputError, match="unsupported Spark master"):
+        master_kind("mesos://m:5050")
+
+
+def test_yarn_command_uses_num_executors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_YARN", connection_json("spark", host="yarn", extra={"queue": "etl"})
+    )
+    op = BellamySparkSubmitOperator(
+        task_id="t",
+        job_type="grep",
+        scale_outs=[2, 4],
+        conn_id="spark_yarn",
+        application="job.py",
+        executor_cores=2,
+        conf={"spark.dynamicAllocation.enabled": "true"},  # the user's explicit choice stays
+    )
+    op._apply_size(4)
+    cmd = op._hook._build_spark_submit_command("job.py")
+    assert cmd[cmd.index("--master") + 1] == "yarn"
+    assert cmd[cmd.index("--num-executors") + 1] == "4"
+    assert cmd[cmd.index("--executor-cores") + 1] == "2"
+    assert "spark.executor.instances=4" in cmd
+    assert "spark.dynamicAllocation.enabled=true" in cmd
+    assert "--total-executor-cores" not in cmd
+
+
+def test_operator_refuses_executor_counts_it_owns() -> None:
+    with pytest.raises(InvalidInputError, match="num_executors"):
+        BellamySparkSubmitOperator(task_id="t", job_type="grep", scale_outs=[1], num_executors=3)
+    with pytest.raises(InvalidInputError, match="scale_outs"):
+        BellamySparkSubmitOperator(task_id="t", job_type="grep", scale_outs=[0, 2])
+
+
+def _seed(facade: Any) -> None:
+    """Runs of the test context at 1 and 2 executors: 1 is far too slow for the target, 2 is not."""
+    rng = random.Random(3)
+    rows = []
+    for scale_out, runtime in ((1, 400.0), (2, 30.0), (1, 410.0), (2, 31.0), (1, 395.0), (2, 29.0)):
+        rows.append(
+            {
+                "job_type": "grep",
+                "framework": "spark",
+                "scale_out": scale_out,
+                "runtime_s": runtime * rng.uniform(0.98, 1.02),
+                **CONTEXT,
+            }
+        )
+    facade.record_runs(rows)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_spark_operator_local_and_standalone_real_runs(
+    airflow_db: str,
+    bellamy_store: Any,
+    spark_local_conn: str,
+    spark_standalone_conn: str,
+    spark_standalone: Any,
+) -> None:
+    from airflow.sdk import DAG
+
+    from airflow_provider_bellamy.callbacks import record_runtime
+
+    _seed(bellamy_store)
+    common: dict[str, Any] = {
+        "job_type": "grep",
+        "properties": CONTEXT,
+        "scale_outs": [1, 2],
+        "target": "{{ params.target_s }}",  # templated: rendered before sizing
+        "application": str(spark_job("grep")),
+        "application_args": ["--lines", "20000", "--partitions", "4"],
+        "on_success_callback": [record_runtime, record_runtime],  # + the listener: still one row
+    }
+    with DAG(
+        "test_bellamy_spark_operator",
+        schedule=None,
+        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+        params={"target_s": 120},
+    ) as dag:
+        BellamySparkSubmitOperator(task_id="local_grep", conn_id=spark_local_conn, **common)
+        BellamySparkSubmitOperator(task_id="standalone_grep", conn_id=spark_standalone_conn, **common)
+        BellamySparkSubmitOperator(
+            task_id="failing",
+            conn_id=spark_local_conn,
+            job_type="broken",
+            scale_outs=[1, 2],
+            default_scale_out=1,
+            application=str(Path(__file__).parent / "jobs" / "fail.py"),
+            retries=1,
+            retry_delay=dt.timedelta(seconds=0),
+            on_failure_callback=record_runtime,
+            on_retry_callback=record_runtime,
+        )
+    dr = run_dag_test(dag)
+    states = task_states(dr)
+    assert states == {"local_grep": "success", "standalone_grep": "success", "failing": "failed"}, states
+
+    runs = {r["task_id"]: r for r in bellamy_store.list_runs("grep", source="observed", limit=None)}
+    assert sorted(runs) == ["local_grep", "standalone_grep"]  # one row each, despite 2 callbacks + listener
+
+    # local mode: the master became local[n] for the chosen n
+    decision = xcom_value(dr, "local_grep", "bellamy_decision")
+    assert decision["chosen_scale_out"] == 2 and decision["fallback_reason"]  # Ernest on the seeded runs
+    cmd = xcom_value(dr, "local_grep", "spark_submit_command")
+    assert cmd[cmd.index("--master") + 1] == "local[2]"
+    assert "--total-executor-cores" not in cmd and "--num-executors" not in cmd
+    local = runs["local_grep"]
+    assert local["scale_out"] == 2 and local["status"] == "success"
+    assert local["external_id"].startswith("local-")
+    assert local["decision_id"] == decision["decision_id"]
+
+    # standalone: 2 executors of 1 core, the runtime is the application's own duration per the master
+    cmd = xcom_value(dr, "standalone_grep", "spark_submit_command")
+    assert cmd[cmd.index("--master") + 1] == spark_standalone.master_url
+    assert cmd[cmd.index("--total-executor-cores") + 1] == "2"
+    assert cmd[cmd.index("--executor-cores") + 1] == "1"
+    standalone = runs["standalone_grep"]
+    assert standalone["scale_out"] == 2 and standalone["external_id"].startswith("app-")
+    app = spark_standalone.completed_app(app_id=standalone["external_id"])
+    assert app is not None and app["cores"] == 2
+    assert standalone["runtime_s"] == pytest.approx(app["duration"] / 1000.0)
+    result = xcom_value(dr, "standalone_grep")
+    assert result["runtime_source"].startswith("standalone master")
+
+    # the failing application: one failed row per try, with the submission's wall time
+    failed = bellamy_store.list_runs("broken", limit=None)
+    assert sorted((r["try_number"], r["status"]) for r in failed) == [(1, "failed"), (2, "failed")]
+    assert all(r["scale_out"] == 1 and r["runtime_s"] > 0 for r in failed)
