@@ -1,0 +1,172 @@
+"""Launch-time sizing: fallbacks when the store or the model cannot answer, and the
+on_infeasible policies — each decided fast, never hanging past the connection timeout."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_provider_bellamy.exceptions import InfeasibleTargetError, InvalidInputError
+from airflow_provider_bellamy.operators.sizing import BellamySizingOperator
+from tests.fixtures.airflow import connection_json
+
+CONTEXT = {"machine_type": "m5.xlarge", "cores": 4, "data_size_mb": 2048.0}
+
+
+def _context(op: Any) -> dict[str, Any]:
+    ti = SimpleNamespace(dag_id="d", task_id=op.task_id, run_id="manual__1", map_index=-1, try_number=1)
+    return {"ti": ti, "task": op}
+
+
+def _op(**kwargs: Any) -> BellamySizingOperator:
+    args: dict[str, Any] = {
+        "task_id": "size",
+        "job_type": "wc",
+        "properties": CONTEXT,
+        "scale_outs": [1, 2, 4],
+    }
+    args.update(kwargs)
+    return BellamySizingOperator(**args)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers (a hung database)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield srv.getsockname()[1]
+    stop.set()
+    thread.join(2)
+    for conn in held:
+        conn.close()
+    srv.close()
+
+
+def test_hung_store_falls_back_within_the_connection_timeout(
+    silent_server: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"postgresql+psycopg://bellamy@127.0.0.1:{silent_server}/bellamy"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BELLAMY_HUNG",
+        connection_json("bellamy", extra={"store_url": url, "connect_timeout": 2}),
+    )
+    op = _op(bellamy_conn_id="bellamy_hung", default_scale_out=2)
+    start = time.monotonic()
+    decision = op.execute(_context(op))
+    elapsed = time.monotonic() - start
+    assert decision["chosen_scale_out"] == 2
+    assert decision["fallback_reason"] and not decision["feasible"]
+    assert elapsed < 2 + 5 + 1, f"sizing took {elapsed:.1f} s with a 2 s connect timeout"
+
+    strict = _op(bellamy_conn_id="bellamy_hung", on_infeasible="fail")
+    start = time.monotonic()
+    with pytest.raises(InfeasibleTargetError, match="on_infeasible=fail"):
+        strict.execute(_context(strict))
+    assert time.monotonic() - start < 8
+
+
+def test_refused_store_runs_max_without_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql+psycopg://bellamy@127.0.0.1:{port}/bellamy"
+    monkeypatch.setenv("AIRFLOW_CONN_BELLAMY_DOWN", connection_json("bellamy", extra={"store_url": url}))
+    op = _op(bellamy_conn_id="bellamy_down", on_infeasible="run-max")
+    decision = op.execute(_context(op))
+    assert decision["chosen_scale_out"] == 4
+    assert "largest scale-out" in decision["reason"]
+
+
+def test_broken_model_follows_the_fallback(bellamy_store: Any) -> None:
+    from airflow_provider_bellamy.store import ModelRepository
+
+    bellamy_store.record_run(job_type="wc", framework="spark", scale_out=2, runtime_s=50.0, context=CONTEXT)
+    bellamy_store.store.write(
+        lambda s: ModelRepository(s).add(
+            job_type="wc", scope="general", weights=b"not a model", status="active"
+        ),
+        what="planting a broken model",
+    )
+    op = _op(default_scale_out=1)
+    decision = op.execute(_context(op))
+    assert decision["chosen_scale_out"] == 1
+    assert "ModelFileError" in decision["fallback_reason"] or "model" in decision["fallback_reason"].lower()
+
+
+def _seed_ernest(facade: Any) -> None:
+    rows = [
+        {"job_type": "wc", "framework": "spark", "scale_out": n, "runtime_s": t, **CONTEXT}
+        for n, t in ((1, 300.0), (2, 160.0), (4, 90.0), (1, 305.0), (2, 158.0), (4, 92.0))
+    ]
+    facade.record_runs(rows)
+
+
+def test_infeasible_target_policies(bellamy_store: Any) -> None:
+    _seed_ernest(bellamy_store)
+    ok = _op(target=dt.timedelta(minutes=10))
+    assert ok.execute(_context(ok))["chosen_scale_out"] == 1  # 300 s fits 10 min at n=1
+
+    with pytest.raises(InfeasibleTargetError, match="no scale-out"):
+        strict = _op(target=10, on_infeasible="fail")
+        strict.execute(_context(strict))
+
+    warn = _op(target=10, on_infeasible="warn", scale_outs=[1, 2])
+    decision = warn.execute(_context(warn))
+    assert not decision["feasible"] and decision["shortfall_s"] > 0
+    fastest = min(decision["candidates"], key=lambda c: c["upper_s"])["scale_out"]
+    assert decision["chosen_scale_out"] == fastest
+
+    run_max = _op(target=10, on_infeasible="run-max", scale_outs=[1, 2])
+    assert run_max.execute(_context(run_max))["chosen_scale_out"] == 2
+    stored = bellamy_store.list_decisions("wc")
+    assert len(stored) == 4  # every sized launch left its decision in the store
+
+
+def test_templated_values_are_validated_after_rendering(bellamy_store: Any) -> None:
+    op = _op(scale_outs="[1, 2, 4]", confidence="0.8", default_scale_out="2", target="300")
+    decision = op.execute(_context(op))
+    assert decision["confidence"] == 0.8 and decision["chosen_scale_out"] == 2
+    with pytest.raises(InvalidInputError, match="scale_outs"):
+        _op(scale_outs="[1, two]")  # a plain value is checked when the DAG is parsed
+    bad = _op(scale_outs="{{ params.sizes }}")
+    bad.scale_outs = "[1, two]"  # what a template could render to
+    with pytest.raises(InvalidInputError, match="scale_outs"):
+        bad.execute(_context(bad))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"objective": "cheapest"}, "objective"),
+        ({"on_infeasible": "panic"}, "on_infeasible"),
+        ({"objective": "min_cost"}, "price_per_node_hour"),
+        ({"scale_outs": []}, "scale_outs"),
+        ({"confidence": 1.5}, "confidence"),
+        ({"job_type": " "}, "job_type"),
+    ],
+)
+def test_bad_arguments_fail_at_parse_time(kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        _op(**kwargs)
+    assert err.value.field == field
