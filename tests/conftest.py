@@ -15,4 +15,7 @@ os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 pytest_plugins: list[str] = [
     "tests.fixtures.postgres",
     "tests.fixtures.flink",
+    "tests.fixtures.airflow_db",
+    "tests.fixtures.airflow",
+    "tests.fixtures.spark",
 ]
