@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_bellamy.decisions import OBJECTIVES, Prediction, SizingDecision
-from airflow_provider_bellamy.exceptions import InvalidInputError, UnknownJobTypeError
+from airflow_provider_bellamy.decisions import Prediction, SizingDecision
+from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.records import (
     PROVENANCE_COLUMNS,
     REQUIRED_COLUMNS,
@@ -505,11 +505,11 @@ class Bellamy:
         req = _request(job_type, context, scale_outs, confidence, framework)
         resolved = self._resolve(req)
         if resolved.model is None:
+            why = (resolved.fallback_reason or "no model").removesuffix(": default scale-out")
             raise InvalidInputError(
                 "context",
                 req.context,
-                f"no model for job type {req.job_type!r} and this context's runs cover fewer than 2 "
-                "scale-outs: run `bellamy train` or record more runs",
+                f"cannot predict: {why}; run `bellamy train` or record runs at more scale-outs",
             )
         return self._band(req, resolved)
 
@@ -530,10 +530,9 @@ class Bellamy:
         from airflow_provider_bellamy import sizing
 
         req = _request(job_type, context, scale_outs, confidence, framework)
-        target = _target(target_s)
-        if not isinstance(objective, str) or objective not in OBJECTIVES:
-            raise InvalidInputError("objective", objective, f"must be one of {list(OBJECTIVES)}")
-        price = _price(price_per_node_hour)
+        target = sizing.validate_target(target_s)
+        objective = sizing.validate_objective(objective)
+        price = sizing.validate_price(price_per_node_hour)
         if default_scale_out is not None:
             default_scale_out = validate_scale_out(default_scale_out, field="default_scale_out")
             if default_scale_out not in req.scale_outs:
@@ -624,7 +623,16 @@ class Bellamy:
                     raise UnknownJobTypeError(req.job_type, runs.job_types())
                 ctx_runs = runs.training_runs(req.job_type, fingerprint=req.fingerprint) if count else []
                 return self._fallback(req, ctx_runs)
-            base = self._model_for(general, models)
+            try:
+                base = self._model_for(general, models)
+            except ModelFileError as exc:
+                # A launch must not fail because the model cannot be read (written by an
+                # incompatible version, corrupt file): size it like a job without a model and
+                # say why in the stored decision.
+                ctx_runs = runs.training_runs(req.job_type, fingerprint=req.fingerprint) if count else []
+                return self._fallback(
+                    req, ctx_runs, why=f"active model {general.label} cannot be read ({exc})"
+                )
             if count == 0:
                 return _Resolved(
                     base,
@@ -640,13 +648,16 @@ class Bellamy:
                 and tuned.train_rows == count
                 and tuned.newest_run_id == newest
             ):
-                return _Resolved(
-                    self._model_for(tuned, models),
-                    tuned.id,
-                    f"{tuned.label} (from {general.label})",
-                    "bellamy",
-                    None,
-                )
+                try:
+                    return _Resolved(
+                        self._model_for(tuned, models),
+                        tuned.id,
+                        f"{tuned.label} (from {general.label})",
+                        "bellamy",
+                        None,
+                    )
+                except ModelFileError:
+                    pass  # only a cache: fine-tune again below
             ctx_runs = runs.training_runs(req.job_type, fingerprint=req.fingerprint)
         return self._finetune(req, general, base, ctx_runs)
 
@@ -673,7 +684,8 @@ class Bellamy:
         _cache_put((self._store_key, mv.id, mv.weights_sha256), tuned_model)
         return _Resolved(tuned_model, mv.id, f"{mv.label} (from {general.label})", "bellamy", None)
 
-    def _fallback(self, req: _Request, ctx_runs: list[Run]) -> _Resolved:
+    def _fallback(self, req: _Request, ctx_runs: list[Run], *, why: str | None = None) -> _Resolved:
+        why = why or f"no trained model for job type {req.job_type!r}"
         distinct = sorted({r.scale_out for r in ctx_runs})
         if len(distinct) >= 2:
             from airflow_provider_bellamy.model import ErnestModel
@@ -684,8 +696,8 @@ class Bellamy:
                 None,
                 None,
                 "ernest",
-                f"no trained model for job type {req.job_type!r}: Ernest fitted on this context's "
-                f"{len(ctx_runs)} runs at scale-outs {distinct} (run `bellamy train` for the Bellamy model)",
+                f"{why}: Ernest fitted on this context's {len(ctx_runs)} runs at scale-outs {distinct} "
+                "(run `bellamy train` for the Bellamy model)",
             )
         seen = f"runs at only scale-out {distinct[0]}" if distinct else "no runs"
         return _Resolved(
@@ -693,8 +705,7 @@ class Bellamy:
             None,
             None,
             "default",
-            f"no trained model for job type {req.job_type!r} and this context has {seen} "
-            "(Ernest needs >= 2 scale-outs): default scale-out",
+            f"{why} and this context has {seen} (Ernest needs >= 2 scale-outs): default scale-out",
         )
 
     # ================================================================ decisions
@@ -940,45 +951,16 @@ def _int_at_least(value: Any, field: str, minimum: int, where: str) -> int:
 
 
 def _request(job_type: Any, context: Any, scale_outs: Any, confidence: Any, framework: Any) -> _Request:
+    from airflow_provider_bellamy import sizing
+
     job = validate_label(job_type, "job_type")
     ctx = normalize_context(context, where="context")
-    # numpy arrays and pandas Series are not Sequences but are fine here.
-    if isinstance(scale_outs, (str, bytes, Mapping)) or not (
-        hasattr(scale_outs, "__iter__") and hasattr(scale_outs, "__len__")
-    ):
-        raise InvalidInputError("scale_outs", scale_outs, "must be a list of integers >= 1")
-    if len(scale_outs) == 0:
-        raise InvalidInputError("scale_outs", list(scale_outs), "must list at least one candidate scale-out")
-    candidates = sorted({validate_scale_out(v, field="scale_outs") for v in scale_outs})
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
-        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
-    if not (0 < float(confidence) < 1):  # NaN fails this too
-        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
+    if hasattr(scale_outs, "tolist") and not isinstance(scale_outs, (str, bytes)):
+        scale_outs = scale_outs.tolist()  # numpy arrays and pandas Series
+    candidates = sizing.validate_scale_outs(scale_outs)
+    conf = sizing.validate_confidence(confidence)
     fw = None if framework is None else validate_label(framework, "framework").lower()
-    return _Request(job, ctx, context_fingerprint(job, ctx), candidates, float(confidence), fw)
-
-
-def _target(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInputError("target_s", value, "must be a number of seconds > 0")
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidInputError("target_s", value, "must be a finite number of seconds > 0")
-    return float(value)
-
-
-def _price(value: Any) -> float | None:
-    if value is None:
-        return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise InvalidInputError("price_per_node_hour", value, "must be a finite price > 0")
-    return float(value)
+    return _Request(job, ctx, context_fingerprint(job, ctx), candidates, conf, fw)
 
 
 def _provenance(value: Any) -> dict[str, Any]:
