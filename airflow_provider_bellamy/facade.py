@@ -326,21 +326,23 @@ class Bellamy:
             assert session is not None
             runs = RunRepository(session).training_runs(job_type)
             active = ModelRepository(session).active(job_type)
+            latest = ModelRepository(session).latest(job_type)
         newest = runs[-1].id
         if (
-            active is not None
+            latest is not None
             and not force
-            and active.metrics.get("data_newest_run_id") == newest
-            and active.metrics.get("data_rows") == len(runs)
+            and latest.metrics.get("data_newest_run_id") == newest
+            and latest.metrics.get("data_rows") == len(runs)
         ):
+            # Also when the latest was kept as a candidate: the same runs would give the same verdict.
             return TrainReport(
                 job_type,
                 "up_to_date",
-                f"no new runs since {active.label} was trained",
-                version_id=active.id,
-                version=active.version,
-                active_version_id=active.id,
-                metrics=dict(active.metrics),
+                f"no new runs since {latest.label} ({latest.status}) was trained",
+                version_id=latest.id,
+                version=latest.version,
+                active_version_id=active.id if active is not None else None,
+                metrics=dict(latest.metrics),
             )
         held = self._holdout(runs, active, holdout)
         held_ids = {r.id for r in held}
@@ -666,7 +668,8 @@ class Bellamy:
         weights = tuned_model.to_bytes()
 
         def store_it(session: Session) -> ModelVersion:
-            return ModelRepository(session).add(
+            repo = ModelRepository(session)
+            mv = repo.add(
                 job_type=general.job_type,
                 scope="context",
                 context_fingerprint=req.fingerprint,
@@ -679,6 +682,9 @@ class Bellamy:
                 blob_writer=self.store.write_blob,
                 blob_threshold_bytes=self.store.blob_threshold_bytes,
             )
+            # One copy per new run of the context would pile up: keep the active one and one before.
+            repo.prune_context(general.job_type, req.fingerprint)
+            return mv
 
         mv = self.store.write(store_it, what="storing a fine-tuned model")
         _cache_put((self._store_key, mv.id, mv.weights_sha256), tuned_model)

@@ -111,6 +111,8 @@ def test_retraining_compares_promotes_invalidates_and_rolls_back(
     assert trained.rollback("sort")["label"] == "sort/v1"
     assert trained.predict("sort", ctx, [4]).model_version.endswith("(from sort/v1)")
     assert [v["status"] for v in trained.list_models("sort")] == ["retired", "active"]
+    (again,) = trained.train("sort", config=TrainingConfig(**SMALL))
+    assert again.outcome == "up_to_date" and again.version == 2
 
 
 def test_train_refuses_what_it_cannot_train(tmp_path: Path) -> None:
@@ -160,6 +162,19 @@ def test_predict_fine_tunes_once_and_reuses_the_stored_copy(
     assert newer.model_version.split(" ")[0].endswith("/v2")
     versions = {m["version"]: m["status"] for m in trained.list_models(scope="context")}
     assert versions == {1: "retired", 2: "active"}
+
+    # Copies do not pile up: the active one and the one before are kept.
+    decision = trained.size("sort", ctx, [2, 4, 8, 12], 400.0)
+    trained.record_run(job_type="sort", framework="spark", scale_out=10, runtime_s=100.0, context=ctx)
+    assert trained.predict("sort", ctx, [4]).model_version.split(" ")[0].endswith("/v3")
+    versions = {m["version"]: m["status"] for m in trained.list_models(scope="context")}
+    assert versions == {2: "retired", 3: "active"}
+    trained.record_run(job_type="sort", framework="spark", scale_out=10, runtime_s=101.0, context=ctx)
+    trained.predict("sort", ctx, [4])
+    assert sorted(m["version"] for m in trained.list_models(scope="context")) == [3, 4]
+    audit = next(d for d in trained.list_decisions() if d["id"] == decision.decision_id)
+    assert audit["model_version_id"] is None  # its copy (v2) was pruned ...
+    assert audit["model_version"] == decision.model_version  # ... but the decision still names it
 
 
 def test_unseen_context_gets_the_general_model_and_says_so(

@@ -348,6 +348,37 @@ class ModelRepository:
             stmt = stmt.limit(limit)
         return list(self.session.scalars(stmt))
 
+    def prune_context(self, job_type: str, fingerprint: str, *, keep_retired: int = 1) -> int:
+        """Delete a context's older retired fine-tuned copies (a cache); returns how many went."""
+        retired = self.session.scalars(
+            sa.select(ModelVersion)
+            .where(
+                ModelVersion.job_type == job_type,
+                ModelVersion.scope == "context",
+                ModelVersion.context_fingerprint == fingerprint,
+                ModelVersion.status == "retired",
+            )
+            .order_by(ModelVersion.version.desc())
+        ).all()
+        doomed = [mv.id for mv in retired[keep_retired:]]
+        if doomed:
+            # Decisions keep the label (model_version); only their id link is cleared.
+            self.session.execute(
+                sa.update(Decision).where(Decision.model_version_id.in_(doomed)).values(model_version_id=None)
+            )
+            self.session.execute(sa.delete(ModelVersion).where(ModelVersion.id.in_(doomed)))
+        return len(doomed)
+
+    def latest(self, job_type: str, *, scope: str = "general") -> ModelVersion | None:
+        """The most recently created version of a lineage, whatever its status."""
+        stmt = (
+            sa.select(ModelVersion)
+            .where(ModelVersion.job_type == job_type, ModelVersion.scope == scope)
+            .order_by(ModelVersion.id.desc())
+            .limit(1)
+        )
+        return self.session.scalars(stmt).first()
+
     def weights(self, mv: ModelVersion) -> bytes:
         """The stored weights, checked against their checksum."""
         from airflow_provider_bellamy.exceptions import ModelFileError

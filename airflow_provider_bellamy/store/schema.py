@@ -203,7 +203,10 @@ class Decision(Base):
     reason: Mapped[str] = mapped_column(sa.Text, nullable=False)
     shortfall_s: Mapped[float | None] = mapped_column(sa.Float)
     model_version: Mapped[str | None] = mapped_column(sa.String(300))
-    model_version_id: Mapped[int | None] = mapped_column(sa.Integer, sa.ForeignKey("model_versions.id"))
+    # Old fine-tuned copies are pruned; the decision keeps the model's label in model_version.
+    model_version_id: Mapped[int | None] = mapped_column(
+        sa.Integer, sa.ForeignKey("model_versions.id", ondelete="SET NULL")
+    )
     fallback_reason: Mapped[str | None] = mapped_column(sa.Text)
     dag_id: Mapped[str | None] = mapped_column(sa.String(250))
     task_id: Mapped[str | None] = mapped_column(sa.String(250))

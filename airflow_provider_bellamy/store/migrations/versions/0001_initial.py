@@ -125,7 +125,7 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("shortfall_s", sa.Float()),
         sa.Column("model_version", sa.String(300)),
-        sa.Column("model_version_id", sa.Integer(), sa.ForeignKey("model_versions.id")),
+        sa.Column("model_version_id", sa.Integer(), sa.ForeignKey("model_versions.id", ondelete="SET NULL")),
         sa.Column("fallback_reason", sa.Text()),
         sa.Column("dag_id", sa.String(250)),
         sa.Column("task_id", sa.String(250)),
