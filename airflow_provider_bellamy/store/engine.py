@@ -151,27 +151,21 @@ def _begin_immediate(conn: sa.Connection) -> None:
     writers most of the waiting is idle; polling BEGIN IMMEDIATE (nothing is done
     before it, so a retry is free) hands the lock over within a few milliseconds.
     """
-    dbapi_conn = conn.connection.dbapi_connection
-    assert dbapi_conn is not None
     deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
     delay = 0.0005
-    cur = dbapi_conn.cursor()
+    conn.exec_driver_sql("PRAGMA busy_timeout = 0")
     try:
-        cur.execute("PRAGMA busy_timeout = 0")
         while True:
             try:
-                cur.execute("BEGIN IMMEDIATE")
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
                 return
-            except Exception as exc:  # sqlite3.OperationalError; raised as is past the deadline
-                if "locked" not in str(exc).lower() and "busy" not in str(exc).lower():
-                    raise
-                if time.monotonic() >= deadline:
+            except OperationalError as exc:
+                if not is_lock_error(exc) or time.monotonic() >= deadline:
                     raise
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 1.5, 0.01)
     finally:
-        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cur.close()
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -213,12 +207,12 @@ def is_connection_error(exc: BaseException) -> bool:
     return False
 
 
-def with_retry(fn: Callable[[], T], *, what: str, budget_s: float = LOCK_RETRY_BUDGET_S) -> T:
+def with_retry(fn: Callable[[], T], *, what: str, budget_s: float | None = None) -> T:
     """Run ``fn`` and retry it while the database reports a lock conflict.
 
     ``fn`` must be a whole transaction (it is run again from the start).
     """
-    deadline = time.monotonic() + budget_s
+    deadline = time.monotonic() + (LOCK_RETRY_BUDGET_S if budget_s is None else budget_s)
     delay = 0.01
     while True:
         try:

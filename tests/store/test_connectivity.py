@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, StoreError
 from airflow_provider_bellamy.facade import Bellamy
+from airflow_provider_bellamy.store import engine as engine_module
 
 
 def _closed_port() -> int:
@@ -68,3 +71,45 @@ def test_bad_store_urls_are_input_errors(url: str) -> None:
 def test_bad_connect_timeout_is_an_input_error() -> None:
     with pytest.raises(InvalidInputError, match="connect_timeout_s"):
         Bellamy(None, connect_timeout_s=0)
+
+
+def _hold_write_lock(path: Path, seconds: float, locked: threading.Event) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    locked.set()
+    time.sleep(seconds)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def test_sqlite_writer_waits_for_a_held_lock(tmp_path: Path) -> None:
+    path = tmp_path / "b.db"
+    b = Bellamy(f"sqlite:///{path}")
+    b.upgrade()
+    locked = threading.Event()
+    holder = threading.Thread(target=_hold_write_lock, args=(path, 1.5, locked))
+    holder.start()
+    locked.wait(5)
+    started = time.monotonic()
+    row_id = b.record_run(job_type="grep", framework="spark", scale_out=2, runtime_s=10.0)
+    waited = time.monotonic() - started
+    holder.join()
+    assert row_id == 1 and waited >= 1.0
+
+
+def test_sqlite_lock_held_too_long_is_a_store_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine_module, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    monkeypatch.setattr(engine_module, "LOCK_RETRY_BUDGET_S", 0.5)
+    path = tmp_path / "b.db"
+    b = Bellamy(f"sqlite:///{path}")
+    b.upgrade()
+    locked = threading.Event()
+    holder = threading.Thread(target=_hold_write_lock, args=(path, 3.0, locked))
+    holder.start()
+    locked.wait(5)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match="stayed locked"):
+        b.record_run(job_type="grep", framework="spark", scale_out=2, runtime_s=10.0)
+    assert time.monotonic() - started < 2.5
+    holder.join()
+    assert b.record_run(job_type="grep", framework="spark", scale_out=2, runtime_s=10.0) == 1
