@@ -1,0 +1,474 @@
+"""``BellamyFlinkOperator``: a Flink job launched at the parallelism the Bellamy model chooses.
+
+At launch, in order:
+
+1. reattach: a task retried after its worker died finds the job its earlier try submitted
+   (every job gets a deterministic id from dag/task/run/map index and an attempt counter) and
+   waits for that one instead of submitting it again; a FAILED/CANCELED earlier job is not
+   reattached, the retry submits a fresh attempt;
+2. sizing (``BellamySizingMixin``): parallelism = the chosen scale-out; candidates default to
+   1 … the cluster's total task slots;
+3. the free slots of the cluster (``/overview``) must hold that parallelism, else the task
+   fails before anything is submitted, naming the numbers;
+4. ``flink run --detached -p N`` (argument list) for a PyFlink script or a jar;
+5. the wait: blocking (default), deferred to ``BellamyJobTrigger`` (``deferrable=True``, no
+   worker slot held), or none (``wait_for_completion=False``: a ``BellamyJobSensor``
+   downstream records the run);
+6. the write-back: runtime = the job's own duration from ``/jobs/<id>`` in ms / 1000, exactly;
+   FAILED/CANCELED jobs are recorded as failed, Flink's failure cause goes to the log and the
+   task fails.
+
+Returns (XCom) ``job_id``, ``parallelism``, ``decision`` and the recorded run.
+Importing this module imports neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.hooks.flink import (
+    FlinkHook,
+    FlinkJobFailedError,
+    JobEndpointUnreachableError,
+)
+from airflow_provider_bellamy.operators.sizing import (
+    DEFAULT_SIZING_TIMEOUT_S,
+    SIZING_TEMPLATE_FIELDS,
+    BellamySizingMixin,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_bellamy.triggers.job import JobStatus
+
+# Attempts of one task instance's job id (dag/task/run/map index): a retry after a FAILED job
+# takes the next one. More than this many failed attempts of one task instance is a bug.
+MAX_JOB_ATTEMPTS = 100
+
+
+def deterministic_job_id(dag_id: str, task_id: str, run_id: str, map_index: int, attempt: int) -> str:
+    """The Flink job id (32 hex) of one attempt of one task instance."""
+    key = "\x1f".join(["bellamy", dag_id, task_id, run_id, str(map_index), str(attempt)])
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def find_recorded_run(facade: Any, framework: str, external_id: str) -> int | None:
+    """The run row already stored for this cluster job (any try), if any.
+
+    ``record_run`` is idempotent per Airflow try; a job reattached by a later try must not
+    be stored a second time under the new try number.
+    """
+    import sqlalchemy as sa
+
+    from airflow_provider_bellamy.store.schema import Run
+
+    with facade.store.read("looking up a recorded job") as session:
+        if session is None:
+            return None
+        row = session.scalars(
+            sa.select(Run.id).where(Run.framework == framework, Run.external_id == external_id).limit(1)
+        ).first()
+        return int(row) if row is not None else None
+
+
+def record_job_run(
+    operator: Any,
+    context: Context,
+    status: JobStatus,
+    *,
+    facade: Any | None,
+    job_type: str,
+    framework: str,
+    scale_out: int,
+    properties: Mapping[str, Any],
+    decision_id: int | None,
+    source: str,
+) -> int | None:
+    """Write one finished cluster job back (once), shared by the operator and the sensor."""
+    from airflow_provider_bellamy.callbacks import write_back
+
+    if status.runtime_s is None:
+        operator.log.warning(
+            "Bellamy: %s job %s reports no duration; not recorded", status.kind, status.job_id
+        )
+        return None
+    if facade is None:
+        facade = operator._bellamy_store_hook().get_facade()
+    existing = find_recorded_run(facade, framework, status.job_id)
+    if existing is not None:
+        operator.log.info("Bellamy: job %s is already recorded as run %s", status.job_id, existing)
+        return existing
+    # A job that failed within its first millisecond still has to be a valid run (> 0 s).
+    runtime_s = status.runtime_s if status.runtime_s > 0 else 0.001
+    return write_back(
+        facade,
+        context["ti"],
+        job_type=job_type,
+        framework=framework,
+        scale_out=scale_out,
+        runtime_s=runtime_s,
+        status="success" if status.succeeded else "failed",
+        properties=properties,
+        started_at=status.started_at,
+        ended_at=status.ended_at,
+        external_id=status.job_id,
+        decision_id=decision_id,
+        source=source,
+    )
+
+
+class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
+    """Size a Flink job by the Bellamy model, submit it, wait for it and write its runtime back.
+
+    :param application: path of a PyFlink script (``.py``) or a job jar (``.jar``).
+    :param application_args: arguments after the script/jar.
+    :param job_type: the job's name in the model store.
+    :param properties: the context (per-node values, data size, job arguments …).
+    :param scale_outs: candidate parallelisms; default 1 … the cluster's total task slots.
+    :param target: / ``deadline`` / ``use_dag_deadline`` / ``reserve``: the runtime target,
+        as for ``BellamySizingOperator``.
+    :param conf: Flink options passed as ``-D key=value``.
+    :param entry_class: main class of a jar (``-c``).
+    :param flink_conn_id: a ``flink`` connection (JobManager REST host/port).
+    :param wait_for_completion: wait for the job and record it (default); False returns right
+        after submission and leaves the recording to a ``BellamyJobSensor``.
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    :param poll_interval_s: seconds between status polls.
+    :param job_timeout_s: give up waiting after this long (the job keeps running unless
+        ``cancel_on_kill``).
+    :param reattach: on a retry, wait for the earlier try's job when it is still running or
+        has finished, instead of submitting again.
+    :param cancel_on_kill: cancel the Flink job when the task is killed.
+    """
+
+    template_fields: Sequence[str] = (*SIZING_TEMPLATE_FIELDS, "application", "application_args", "conf")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json", "conf": "json"}
+    ui_color = "#f6e3f0"
+    _bellamy_records_itself: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        application: str,
+        job_type: str,
+        application_args: Sequence[str] | None = None,
+        properties: Mapping[str, Any] | str | None = None,
+        scale_outs: Sequence[int] | str | None = None,
+        target: float | dt.timedelta | str | None = None,
+        deadline: Any = None,
+        use_dag_deadline: bool = False,
+        deadline_alert_name: str | None = None,
+        reserve: float | dt.timedelta | str = 0.0,
+        default_task_reserve: float | dt.timedelta = 0.0,
+        confidence: float | str = 0.9,
+        objective: str = "min_scale_out",
+        price_per_node_hour: float | None = None,
+        on_infeasible: str = "warn",
+        default_scale_out: int | str | None = None,
+        bellamy_conn_id: str = "bellamy_default",
+        connect_timeout_s: float | None = None,
+        sizing_timeout_s: float = DEFAULT_SIZING_TIMEOUT_S,
+        conf: Mapping[str, Any] | None = None,
+        entry_class: str | None = None,
+        flink_conn_id: str = FlinkHook.default_conn_name,
+        wait_for_completion: bool = True,
+        deferrable: bool = False,
+        poll_interval_s: float = 5.0,
+        job_timeout_s: float | None = None,
+        submit_timeout_s: float = 600.0,
+        reattach: bool = True,
+        cancel_on_kill: bool = True,
+        record: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self._init_sizing(
+            job_type=job_type,
+            framework="flink",
+            properties=properties,
+            scale_outs=scale_outs if scale_outs is not None else [1],
+            target=target,
+            deadline=deadline,
+            use_dag_deadline=use_dag_deadline,
+            deadline_alert_name=deadline_alert_name,
+            reserve=reserve,
+            default_task_reserve=default_task_reserve,
+            confidence=confidence,
+            objective=objective,
+            price_per_node_hour=price_per_node_hour,
+            on_infeasible=on_infeasible,
+            default_scale_out=default_scale_out,
+            bellamy_conn_id=bellamy_conn_id,
+            connect_timeout_s=connect_timeout_s,
+            sizing_timeout_s=sizing_timeout_s,
+        )
+        # None: the candidates are read from the cluster at launch.
+        self.scale_outs = scale_outs
+        if not isinstance(application, str) or not application.strip():
+            raise InvalidInputError("application", application, "must be the path of a .py script or a .jar")
+        if poll_interval_s <= 0:
+            raise InvalidInputError("poll_interval_s", poll_interval_s, "must be > 0 seconds")
+        if deferrable and not wait_for_completion:
+            raise InvalidInputError("deferrable", deferrable, "needs wait_for_completion=True")
+        self.application = application
+        self.application_args = list(application_args or [])
+        self.conf = dict(conf or {})
+        self.entry_class = entry_class
+        self.flink_conn_id = flink_conn_id
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
+        self.poll_interval_s = float(poll_interval_s)
+        self.job_timeout_s = job_timeout_s
+        self.submit_timeout_s = float(submit_timeout_s)
+        self.reattach = reattach
+        self.cancel_on_kill = cancel_on_kill
+        # Without the wait there is no runtime to record here: the sensor records it.
+        self.record = bool(record and wait_for_completion)
+        self._job_id: str | None = None
+
+    # -- launch ----------------------------------------------------------------------------------
+
+    def _flink_hook(self) -> FlinkHook:
+        hook = getattr(self, "_flink", None)
+        if hook is None:
+            hook = FlinkHook(self.flink_conn_id)
+            self._flink = hook
+        return hook
+
+    def _previous_job(self, hook: FlinkHook, context: Context) -> tuple[Any, str]:
+        """(a job of an earlier try to reattach to or None, the id for a new submission)."""
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else int(map_index)
+        for attempt in range(MAX_JOB_ATTEMPTS):
+            job_id = deterministic_job_id(ti.dag_id, ti.task_id, ti.run_id, map_index, attempt)
+            job = hook.find_job(job_id)
+            if job is None:
+                return None, job_id
+            if self.reattach and (not job.terminal or job.succeeded):
+                return job, job_id
+        raise InvalidInputError(
+            "attempt", MAX_JOB_ATTEMPTS, f"{ti.task_id} already has {MAX_JOB_ATTEMPTS} failed Flink jobs"
+        )
+
+    def execute(self, context: Context) -> dict[str, Any] | None:
+        import os
+
+        hook = self._flink_hook()
+        application = str(self.application)
+        if not os.path.isfile(application):
+            raise InvalidInputError("application", application, "no such file")
+        # Reachability first: a dead JobManager must fail the task before sizing stores a decision.
+        free, total = hook.free_slots()
+        previous, job_id = self._previous_job(hook, context)
+        if previous is not None:
+            self.log.info(
+                "Bellamy: reattaching to Flink job %s (%s) submitted by an earlier try; not submitting again",
+                previous.job_id,
+                previous.state,
+            )
+            self._job_id = previous.job_id
+            return self._wait(context, previous.job_id, previous.parallelism or 1, None, reattached=True)
+
+        if self.scale_outs in (None, "", []):
+            if total < 1:
+                raise InvalidInputError(
+                    "scale_outs", None, f"the Flink cluster at {hook.rest_url} has no task slots to size over"
+                )
+            self.scale_outs = list(range(1, total + 1))
+        decision, target, facade = self.size_for_launch(context)
+        self._facade = facade
+        parallelism = int(decision.chosen_scale_out)
+        # Checked against a fresh reading: sizing may have taken a while.
+        hook.check_free_slots(parallelism)
+        decision_dict = decision.to_dict()
+        decision_dict["target"] = target.to_dict()
+
+        started = time.monotonic()
+        submitted = hook.submit(
+            application,
+            parallelism,
+            application_args=[str(a) for a in self.application_args],
+            conf=self.conf,
+            entry_class=self.entry_class,
+            job_id=job_id,
+            timeout_s=self.submit_timeout_s,
+        )
+        self._job_id = submitted
+        self.log.info(
+            "Bellamy: submitted %s as Flink job %s with parallelism %s (free slots %s/%s) in %.1f s",
+            self.job_type,
+            submitted,
+            parallelism,
+            free,
+            total,
+            time.monotonic() - started,
+        )
+        ti = context["ti"]
+        ti.xcom_push(key="bellamy_decision", value=decision_dict)
+        ti.xcom_push(key="flink_job_id", value=submitted)
+        if not self.wait_for_completion:
+            return {"job_id": submitted, "parallelism": parallelism, "decision": decision_dict}
+        return self._wait(context, submitted, parallelism, decision_dict, reattached=False)
+
+    def _wait(
+        self,
+        context: Context,
+        job_id: str,
+        parallelism: int,
+        decision: dict[str, Any] | None,
+        *,
+        reattached: bool,
+    ) -> dict[str, Any] | None:
+        from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, fetch_status
+
+        hook = self._flink_hook()
+        if self.deferrable:
+            deadline_at = None
+            timeout = None
+            if self.job_timeout_s is not None:
+                timeout = dt.timedelta(seconds=float(self.job_timeout_s))
+                deadline_at = (dt.datetime.now(dt.timezone.utc) + timeout).isoformat()
+            self.defer(
+                trigger=BellamyJobTrigger(
+                    kind="flink",
+                    job_id=job_id,
+                    endpoint=hook.rest_url,
+                    poll_interval_s=self.poll_interval_s,
+                    deadline_at=deadline_at,
+                ),
+                method_name="execute_complete",
+                kwargs={
+                    "job_id": job_id,
+                    "parallelism": parallelism,
+                    "decision": decision,
+                    "reattached": reattached,
+                },
+            )
+        deadline = None if self.job_timeout_s is None else time.monotonic() + float(self.job_timeout_s)
+        last_state = None
+        while True:
+            status = fetch_status("flink", job_id, hook.rest_url, timeout_s=hook.timeout_s)
+            if status.state != last_state:
+                self.log.info("Flink job %s is %s", job_id, status.state)
+                last_state = status.state
+            if status.terminal:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"Flink job {job_id} still {status.state} after {self.job_timeout_s} s")
+            time.sleep(self.poll_interval_s)
+        return self._finish(context, status, parallelism, decision, reattached=reattached)
+
+    def execute_complete(
+        self,
+        context: Context,
+        event: dict[str, Any],
+        job_id: str | None = None,
+        parallelism: int | None = None,
+        decision: dict[str, Any] | None = None,
+        reattached: bool = False,
+    ) -> dict[str, Any] | None:
+        """Resumed by the trigger's event: record the finished job (in a fresh worker slot)."""
+        from airflow_provider_bellamy.triggers.job import JobStatus
+
+        job_id = job_id or (event.get("job") or {}).get("job_id")
+        self._job_id = job_id
+        if decision is None and not reattached:
+            # Some runners (dag.test) resume with the event alone: the XCom pushed before
+            # deferring belongs to this same try and still holds the decision.
+            pulled = context["ti"].xcom_pull(task_ids=self.task_id, key="bellamy_decision")
+            decision = pulled if isinstance(pulled, dict) else None
+        if parallelism is None:
+            parallelism = int((decision or {}).get("chosen_scale_out") or 0) or None
+        kind = event.get("status")
+        if kind == "error":
+            if event.get("error_type") == "unreachable":
+                raise JobEndpointUnreachableError(self._flink_hook().rest_url, str(event.get("error")))
+            raise InvalidInputError("job_id", job_id, str(event.get("error")))
+        if kind == "timeout":
+            state = (event.get("job") or {}).get("state")
+            raise TimeoutError(f"Flink job {job_id} still {state} after job_timeout_s={self.job_timeout_s}")
+        status = JobStatus.from_dict(event["job"])
+        return self._finish(
+            context, status, parallelism or status.parallelism or 1, decision, reattached=reattached
+        )
+
+    def _finish(
+        self,
+        context: Context,
+        status: JobStatus,
+        parallelism: int,
+        decision: dict[str, Any] | None,
+        *,
+        reattached: bool,
+    ) -> dict[str, Any] | None:
+        from airflow_provider_bellamy.operators.sizing import _coerce_properties
+
+        if status.parallelism is not None and status.parallelism != parallelism:
+            self.log.warning(
+                "Flink ran job %s at parallelism %s, not the %s asked for (adaptive batch parallelism on?)",
+                status.job_id,
+                status.parallelism,
+                parallelism,
+            )
+        # The scale-out recorded is what the job actually ran at.
+        scale_out = int(status.parallelism or parallelism)
+        self.log.info(
+            "Bellamy: Flink job %s %s after %.3f s (REST duration %s ms) at parallelism %s",
+            status.job_id,
+            status.state,
+            status.runtime_s or 0.0,
+            status.duration_ms,
+            scale_out,
+        )
+        if not status.succeeded:
+            self.log.error(
+                "Flink job %s ended %s; Flink's failure cause:\n%s", status.job_id, status.state, status.cause
+            )
+        row_id = None
+        if self.record:
+            try:
+                row_id = record_job_run(
+                    self,
+                    context,
+                    status,
+                    facade=getattr(self, "_facade", None),
+                    job_type=self.job_type,
+                    framework="flink",
+                    scale_out=scale_out,
+                    properties=_coerce_properties(self.properties),
+                    decision_id=(decision or {}).get("decision_id"),
+                    source="operator",
+                )
+            except Exception as exc:  # the job ran; a lost record must not make Airflow re-run it
+                self.log.warning(
+                    "Bellamy: could not record Flink job %s (%s): %s", status.job_id, type(exc).__name__, exc
+                )
+        if not status.succeeded:
+            raise FlinkJobFailedError(status.job_id, status.state, status.cause or "no cause reported")
+        return {
+            "job_id": status.job_id,
+            "parallelism": scale_out,
+            "state": status.state,
+            "runtime_s": status.runtime_s,
+            "duration_ms": status.duration_ms,
+            "run_row_id": row_id,
+            "reattached": reattached,
+            "decision": decision,
+        }
+
+    def on_kill(self) -> None:
+        if self.cancel_on_kill and self._job_id:
+            self.log.info("Cancelling Flink job %s", self._job_id)
+            try:
+                self._flink_hook().cancel_job(self._job_id)
+            except Exception as exc:
+                self.log.warning("Could not cancel Flink job %s: %s", self._job_id, exc)

@@ -1,0 +1,236 @@
+"""``BellamyJobSensor``: wait for a submitted Flink job or Spark application, then record it.
+
+The sensor only ever reads the job's status (Flink REST ``/jobs/<id>``, a Spark standalone
+master's ``/json/`` or a Spark history server's ``/api/v1/applications/<id>``), so a sensor
+that restarts on another worker, or after a worker died, simply resumes from the job id: it
+submits nothing, and the run is recorded once (per try, and per cluster job id across tries).
+
+Poke/reschedule modes poll from a worker; ``deferrable=True`` hands the wait to
+``BellamyJobTrigger`` and holds no worker slot.
+
+What is recorded comes from, in order: the explicit arguments (``job_type``, ``scale_out``,
+``properties``, ``decision_id``), the XCom of ``submit_task_id`` (a ``BellamyFlinkOperator``
+with ``wait_for_completion=False`` or any task returning ``{"job_id", "parallelism",
+"decision"}``), and the job's own parallelism as the cluster reports it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.hooks.flink import FlinkJobFailedError, JobEndpointUnreachableError
+from airflow_provider_bellamy.triggers.job import validate_endpoint, validate_kind
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_bellamy.triggers.job import JobStatus
+
+
+class BellamyJobFailedError(FlinkJobFailedError):
+    """A watched Spark application or Flink job ended unsuccessfully."""
+
+
+class BellamyJobSensor(BaseSensorOperator):
+    """Wait for a Flink job / Spark application to finish and write its runtime back.
+
+    :param job_id: the Flink job id, Spark application id (``app-…``) or driver id
+        (``driver-…``); templated. Default: ``job_id`` from ``submit_task_id``'s XCom.
+    :param kind: ``flink`` | ``spark-master`` | ``spark-history``.
+    :param endpoint: the REST endpoint's base URL (templated); for ``flink`` it defaults to
+        the ``flink_conn_id`` connection.
+    :param submit_task_id: the task that submitted the job; its XCom supplies the job id, the
+        parallelism and the sizing decision.
+    :param record: write the finished job back to the Bellamy store (default True).
+    :param fail_on_job_failure: fail the task when the job ended unsuccessfully (after
+        recording it as failed).
+    :param deferrable: wait in the triggerer (no worker slot).
+    """
+
+    template_fields: Sequence[str] = ("job_id", "endpoint", "job_type", "properties")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json"}
+    ui_color = "#eef3d9"
+    _bellamy_records_itself: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        job_id: str | None = None,
+        kind: str = "flink",
+        endpoint: str | None = None,
+        flink_conn_id: str = "flink_default",
+        submit_task_id: str | None = None,
+        job_type: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        scale_out: int | None = None,
+        decision_id: int | None = None,
+        record: bool = True,
+        bellamy_conn_id: str = "bellamy_default",
+        connect_timeout_s: float | None = None,
+        fail_on_job_failure: bool = True,
+        deferrable: bool = False,
+        request_timeout_s: float = 10.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.kind = validate_kind(kind)
+        if job_id is None and submit_task_id is None:
+            raise InvalidInputError("job_id", None, "give job_id or submit_task_id")
+        if self.kind != "flink" and endpoint is None:
+            raise InvalidInputError("endpoint", None, f"kind={self.kind} needs the REST endpoint URL")
+        if endpoint is not None and "{{" not in endpoint:
+            validate_endpoint(endpoint)
+        if scale_out is not None and (isinstance(scale_out, bool) or int(scale_out) < 1):
+            raise InvalidInputError("scale_out", scale_out, "must be an integer >= 1")
+        self.job_id = job_id
+        self.endpoint = endpoint
+        self.flink_conn_id = flink_conn_id
+        self.submit_task_id = submit_task_id
+        self.job_type = job_type
+        self.properties = dict(properties or {})
+        self.scale_out = scale_out
+        self.decision_id = decision_id
+        self.record = record
+        self.bellamy_conn_id = bellamy_conn_id
+        self.connect_timeout_s = connect_timeout_s
+        self.fail_on_job_failure = fail_on_job_failure
+        self.deferrable = deferrable
+        self.request_timeout_s = float(request_timeout_s)
+
+    # -- resolution ------------------------------------------------------------------------------
+
+    def _submitted(self, context: Context) -> dict[str, Any]:
+        if not self.submit_task_id:
+            return {}
+        value = context["ti"].xcom_pull(task_ids=self.submit_task_id)
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    def _resolve(self, context: Context) -> tuple[str, str]:
+        """(job id, endpoint URL), checked."""
+        job_id = self.job_id or self._submitted(context).get("job_id")
+        if not job_id:
+            raise InvalidInputError(
+                "job_id", job_id, f"none given and task {self.submit_task_id!r} returned no job_id"
+            )
+        endpoint = self.endpoint
+        if endpoint is None:
+            from airflow_provider_bellamy.hooks.flink import FlinkHook
+
+            endpoint = FlinkHook(self.flink_conn_id).rest_url
+        return str(job_id), validate_endpoint(endpoint)
+
+    def _bellamy_store_hook(self) -> Any:
+        from airflow_provider_bellamy.hooks.bellamy import BellamyHook
+
+        cached = getattr(self, "_bellamy_hook", None)
+        if cached is None:
+            cached = BellamyHook(self.bellamy_conn_id, connect_timeout_s=self.connect_timeout_s)
+            self._bellamy_hook = cached
+        return cached
+
+    # -- waiting ---------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, fetch_status
+
+        job_id, endpoint = self._resolve(context)
+        status = fetch_status(self.kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        if status.terminal:  # nothing to wait for: no trigger round trip
+            return self._complete(context, status)
+        timeout = dt.timedelta(seconds=float(self.timeout)) if self.timeout else None
+        deadline_at = (dt.datetime.now(dt.timezone.utc) + timeout).isoformat() if timeout else None
+        self.defer(
+            trigger=BellamyJobTrigger(
+                kind=self.kind,
+                job_id=job_id,
+                endpoint=endpoint,
+                poll_interval_s=float(self.poke_interval),
+                deadline_at=deadline_at,
+                request_timeout_s=self.request_timeout_s,
+            ),
+            method_name="execute_complete",
+            timeout=timeout,
+        )
+
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        from airflow_provider_bellamy.triggers.job import fetch_status
+
+        job_id, endpoint = self._resolve(context)
+        status = fetch_status(self.kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        self.log.info("%s job %s is %s", self.kind, job_id, status.state)
+        if not status.terminal:
+            return False
+        return PokeReturnValue(is_done=True, xcom_value=self._complete(context, status))
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        from airflow_provider_bellamy.triggers.job import JobStatus
+
+        kind = event.get("status")
+        if kind == "error":
+            job_id, endpoint = self._resolve(context)
+            if event.get("error_type") == "unreachable":
+                raise JobEndpointUnreachableError(endpoint, str(event.get("error")))
+            raise InvalidInputError("job_id", job_id, str(event.get("error")))
+        if kind == "timeout":
+            state = (event.get("job") or {}).get("state")
+            raise TimeoutError(
+                f"{self.kind} job still {state} when the sensor's timeout ({self.timeout} s) ran out"
+            )
+        return self._complete(context, JobStatus.from_dict(event["job"]))
+
+    # -- completion ------------------------------------------------------------------------------
+
+    def _complete(self, context: Context, status: JobStatus) -> dict[str, Any]:
+        from airflow_provider_bellamy.operators.flink import record_job_run
+
+        submitted = self._submitted(context)
+        decision = submitted.get("decision") or {}
+        job_type = self.job_type or decision.get("job_type")
+        scale_out = self.scale_out or submitted.get("parallelism") or decision.get("chosen_scale_out")
+        scale_out = scale_out or status.parallelism
+        properties = self.properties or decision.get("context") or {}
+        decision_id = self.decision_id or decision.get("decision_id")
+        framework = "flink" if self.kind == "flink" else "spark"
+        self.log.info(
+            "%s job %s ended %s: duration %s ms (%s → %s)",
+            self.kind,
+            status.job_id,
+            status.state,
+            status.duration_ms,
+            status.started_at,
+            status.ended_at,
+        )
+        if not status.succeeded and status.cause:
+            self.log.error("%s job %s failure cause:\n%s", self.kind, status.job_id, status.cause)
+        row_id = None
+        if self.record:
+            if not job_type:
+                raise InvalidInputError(
+                    "job_type", job_type, "needed to record the run: give job_type or submit_task_id"
+                )
+            if not scale_out:
+                raise InvalidInputError(
+                    "scale_out", scale_out, "the cluster reports no parallelism: give scale_out"
+                )
+            row_id = record_job_run(
+                self,
+                context,
+                status,
+                facade=None,
+                job_type=str(job_type),
+                framework=framework,
+                scale_out=int(scale_out),
+                properties=properties,
+                decision_id=decision_id,
+                source="sensor",
+            )
+        if not status.succeeded and self.fail_on_job_failure:
+            raise BellamyJobFailedError(status.job_id, status.state, status.cause or "no cause reported")
+        return {**status.to_dict(), "runtime_s": status.runtime_s, "run_row_id": row_id}

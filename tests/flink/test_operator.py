@@ -1,0 +1,216 @@
+"""BellamyFlinkOperator end to end: dag.test() runs real PyFlink jobs on the live cluster.
+
+Every assertion about what ran is checked against Flink's own REST API, and every recorded
+run is read back from a real SQLite store through the façade.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_bellamy.hooks.flink import FlinkHook
+from airflow_provider_bellamy.operators.flink import BellamyFlinkOperator, deterministic_job_id
+from tests.fixtures.airflow_db import run_dag_test
+
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+WORDCOUNT = str(REPO / "dags_examples" / "jobs" / "flink_wordcount.py")
+FAILING = str(Path(__file__).parent / "jobs" / "failing_job.py")
+START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _ti_states(dr) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in dr.get_task_instances()}
+
+
+def _flink_runs(facade) -> list[dict]:
+    return [r for r in facade.list_runs(limit=None) if r["framework"] == "flink"]
+
+
+def test_wordcount_at_two_parallelisms_records_the_rest_duration(
+    airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
+) -> None:
+    from airflow.sdk import DAG
+
+    conn_id, facade = "bellamy_default", bellamy_store
+    with DAG("flink_two_parallelisms", schedule=None, start_date=START, catchup=False) as dag:
+        for p in (1, 3):
+            BellamyFlinkOperator(
+                task_id=f"wordcount_p{p}",
+                application=WORDCOUNT,
+                application_args=["--lines", "60000", "--output", str(tmp_path / f"counts-{p}")],
+                job_type="flink_wordcount",
+                properties={"lines": 60000, "environment": "flink-standalone-127.0.0.1"},
+                scale_outs=[p],
+                flink_conn_id=flink_conn_id,
+                bellamy_conn_id=conn_id,
+                poll_interval_s=0.5,
+            )
+    dr = run_dag_test(dag)
+    assert _ti_states(dr) == {"wordcount_p1": "success", "wordcount_p3": "success"}, flink_cluster.logs_tail()
+
+    hook = FlinkHook(flink_conn_id)
+    runs = {r["task_id"]: r for r in _flink_runs(facade)}
+    assert set(runs) == {"wordcount_p1", "wordcount_p3"}
+    for p in (1, 3):
+        run = runs[f"wordcount_p{p}"]
+        job = hook.get_job(run["external_id"])
+        # What Flink ran: every vertex at the parallelism the operator chose.
+        assert job.state == "FINISHED"
+        assert set(job.vertex_parallelism.values()) == {p}, job.vertex_parallelism
+        # What was recorded: that parallelism, and Flink's own duration to the millisecond.
+        assert run["scale_out"] == p
+        assert run["runtime_s"] == job.duration_ms / 1000
+        assert run["status"] == "success" and run["job_type"] == "flink_wordcount"
+        assert run["started_at"].startswith(
+            dt.datetime.fromtimestamp(job.start_time_ms / 1000, dt.timezone.utc).isoformat()[:19]
+        )
+        # The job id is the task instance's deterministic first attempt.
+        assert run["external_id"] == deterministic_job_id(
+            "flink_two_parallelisms", f"wordcount_p{p}", dr.run_id, -1, 0
+        )
+
+
+def test_bad_inputs_fail_the_task_before_submission_and_a_failing_job_is_recorded_failed(
+    airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path, monkeypatch, capfd
+) -> None:
+    from airflow.sdk import DAG
+
+    conn_id, facade = "bellamy_default", bellamy_store
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead_port = sock.getsockname()[1]
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FLINK_DEAD", json.dumps({"conn_type": "flink", "host": "127.0.0.1", "port": dead_port})
+    )
+    common = {"job_type": "flink_bad", "bellamy_conn_id": conn_id, "poll_interval_s": 0.5}
+    with DAG("flink_bad_inputs", schedule=None, start_date=START, catchup=False) as dag:
+        BellamyFlinkOperator(
+            task_id="fails_in_flink",
+            application=FAILING,
+            scale_outs=[1],
+            flink_conn_id=flink_conn_id,
+            **common,
+        )
+        BellamyFlinkOperator(
+            task_id="too_many_slots",
+            application=WORDCOUNT,
+            application_args=["--output", str(tmp_path / "never")],
+            scale_outs=[flink_cluster.slots + 4],
+            flink_conn_id=flink_conn_id,
+            **common,
+        )
+        BellamyFlinkOperator(
+            task_id="missing_script",
+            application=str(tmp_path / "no_such_job.py"),
+            scale_outs=[1],
+            flink_conn_id=flink_conn_id,
+            **common,
+        )
+        BellamyFlinkOperator(
+            task_id="dead_jobmanager",
+            application=WORDCOUNT,
+            scale_outs=[1],
+            flink_conn_id="flink_dead",
+            **common,
+        )
+    hook = FlinkHook(flink_conn_id)
+    jobs_before = {j["jid"] for j in hook.list_jobs()}
+    dr = run_dag_test(dag)
+    out = capfd.readouterr()
+    logs = out.out + out.err
+    assert set(_ti_states(dr).values()) == {"failed"}
+    new_jobs = [j for j in hook.list_jobs() if j["jid"] not in jobs_before]
+    # Only the job that fails inside Flink was submitted.
+    assert [j["name"] for j in new_jobs] == ["bellamy-failing-job"]
+    assert new_jobs[0]["state"] == "FAILED"
+
+    [run] = _flink_runs(facade)
+    assert run["task_id"] == "fails_in_flink" and run["status"] == "failed"
+    assert run["external_id"] == new_jobs[0]["jid"]
+    assert run["runtime_s"] == hook.get_job(new_jobs[0]["jid"]).duration_ms / 1000
+
+    # Flink's failure cause is in the task log; each bad input is named with its value.
+    assert "NumberFormatException" in logs and "not-a-number" in logs
+    assert f"parallelism={flink_cluster.slots + 4}" in logs and "free task slot(s)" in logs
+    assert "application=" in logs and "no_such_job.py" in logs and "no such file" in logs
+    assert f"http://127.0.0.1:{dead_port}" in logs and "unreachable" in logs
+
+
+def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
+    airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
+) -> None:
+    """A worker died after submitting: the retry finds the job by its id and does not resubmit."""
+    from airflow.models.dagrun import DagRun
+    from airflow.sdk import DAG
+    from airflow.utils.types import DagRunType
+
+    conn_id, facade = "bellamy_default", bellamy_store
+    logical = dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
+    run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=logical, run_after=logical)
+    job_id = deterministic_job_id("flink_reattach", "wordcount", run_id, -1, 0)
+    hook = FlinkHook(flink_conn_id)
+    # "Try 1": the submission happened, then the worker was lost before it could record.
+    args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
+    assert hook.submit(WORDCOUNT, 2, application_args=args, job_id=job_id) == job_id
+    with DAG("flink_reattach", schedule=None, start_date=START, catchup=False) as dag:
+        BellamyFlinkOperator(
+            task_id="wordcount",
+            application=WORDCOUNT,
+            application_args=args,
+            job_type="flink_wordcount",
+            scale_outs=[1],  # a fresh submission would run at 1; the reattached job ran at 2
+            flink_conn_id=flink_conn_id,
+            bellamy_conn_id=conn_id,
+            poll_interval_s=0.5,
+        )
+    jobs_before = len(hook.list_jobs())
+    for _ in range(2):  # the second run is the same task instance's next try
+        dr = run_dag_test(dag, logical_date=logical, run_after=logical)
+        assert dr.run_id == run_id
+        assert _ti_states(dr) == {"wordcount": "success"}
+    assert len(hook.list_jobs()) == jobs_before
+    [run] = _flink_runs(facade)
+    assert run["external_id"] == job_id and run["scale_out"] == 2
+    assert run["runtime_s"] == hook.get_job(job_id).duration_ms / 1000
+
+
+def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
+    bellamy_store, flink_cluster, finished_wordcount
+) -> None:
+    """Two tries (different try numbers) recording the same Flink job: one row, the first one."""
+    from types import SimpleNamespace
+
+    from airflow_provider_bellamy.callbacks import forget_recorded
+    from airflow_provider_bellamy.operators.flink import record_job_run
+    from airflow_provider_bellamy.triggers.job import fetch_status
+
+    status = fetch_status("flink", finished_wordcount.job_id, flink_cluster.rest_url)
+    operator = BellamyFlinkOperator(task_id="wc", application=WORDCOUNT, job_type="flink_wordcount")
+    rows = []
+    for try_number in (1, 2):
+        ti = SimpleNamespace(dag_id="d", task_id="wc", run_id="r", map_index=-1, try_number=try_number)
+        rows.append(
+            record_job_run(
+                operator,
+                {"ti": ti},
+                status,
+                facade=bellamy_store,
+                job_type="flink_wordcount",
+                framework="flink",
+                scale_out=2,
+                properties={},
+                decision_id=None,
+                source="operator",
+            )
+        )
+        forget_recorded()  # as if each try ran in its own worker process
+    assert rows[0] == rows[1]
+    [run] = _flink_runs(bellamy_store)
+    assert run["try_number"] == 1 and run["runtime_s"] == finished_wordcount.duration_ms / 1000
