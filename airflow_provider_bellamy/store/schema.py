@@ -103,6 +103,9 @@ class Run(Base):
         sa.Index("ix_runs_training", "job_type", "status", "id"),
         sa.Index("ix_runs_context", "job_type", "context_fingerprint", "status", "id"),
         sa.Index("ix_runs_dataset", "source", "dataset"),
+        # Operators look up a cluster job (Spark app id, Flink job id) and a task's past runtimes.
+        sa.Index("ix_runs_external", "framework", "external_id"),
+        sa.Index("ix_runs_airflow_task", "dag_id", "task_id", "id"),
     )
 
     def to_dict(self) -> dict[str, Any]:

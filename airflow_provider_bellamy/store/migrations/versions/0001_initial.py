@@ -60,6 +60,8 @@ def upgrade() -> None:
     op.create_index("ix_runs_training", "runs", ["job_type", "status", "id"])
     op.create_index("ix_runs_context", "runs", ["job_type", "context_fingerprint", "status", "id"])
     op.create_index("ix_runs_dataset", "runs", ["source", "dataset"])
+    op.create_index("ix_runs_external", "runs", ["framework", "external_id"])
+    op.create_index("ix_runs_airflow_task", "runs", ["dag_id", "task_id", "id"])
 
     op.create_table(
         "model_versions",
