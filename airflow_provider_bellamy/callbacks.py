@@ -272,3 +272,13 @@ def record_runtime(context: Mapping[str, Any] | None = None, /, **options: Any) 
 
 
 RecordCallback = Callable[[Mapping[str, Any]], None]
+
+
+def log_missed_deadline(context: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    """A ``DeadlineAlert`` callback that logs the miss (``SyncCallback(log_missed_deadline)``).
+
+    Deadline callbacks run outside the task (scheduler/triggerer side); the sizing operators
+    recompute the deadline themselves (see ``airflow_provider_bellamy.deadlines``).
+    """
+    dag_run = (context or {}).get("dag_run") if isinstance(context, Mapping) else None
+    log.warning("Bellamy: DAG run %s missed its deadline (%s)", getattr(dag_run, "run_id", "?"), kwargs or "")

@@ -21,7 +21,7 @@
         on_infeasible: warn      # fail | warn | run-max
         default_scale_out: 2     # used when no model can answer
         spark:                   # arguments for BellamySparkSubmitOperator
-          application: jobs/grep.py
+          application: ../jobs/grep.py   # relative to this file
           application_args: [--lines, "200000"]
 
 Every error names the file, the job and the key: ``pipeline.yaml: jobs.daily_grep.confidence=1.5: …``.
@@ -350,6 +350,18 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
         )
     if "conf" in spark and not isinstance(spark["conf"], Mapping):
         raise InvalidInputError(f"{p}.spark.conf", spark["conf"], "must be a mapping", where=where)
+    application = spark.get("application")
+    if application is not None:
+        if not isinstance(application, str) or not application.strip():
+            raise InvalidInputError(f"{p}.spark.application", application, "must be a file path", where=where)
+        if "{{" not in application:
+            # relative to the config file, so a pipeline folder can be moved as a whole
+            resolved = (Path(where).resolve().parent / application).resolve()
+            if not resolved.is_file():
+                raise InvalidInputError(
+                    f"{p}.spark.application", application, f"no such file ({resolved})", where=where
+                )
+            spark = {**spark, "application": str(resolved)}
     flink = data.get("flink", {}) or {}
     if not isinstance(flink, Mapping):
         raise InvalidInputError(f"{p}.flink", flink, "must be a mapping of operator arguments", where=where)

@@ -33,4 +33,6 @@ def with_marker(frame: DataFrame, word: str, p_occurrence: float, seed: int = 11
     """Append ``word`` to a deterministic ``p_occurrence`` share of the lines."""
     bucket = F.abs(F.xxhash64(F.col("id"), F.lit(seed))) % 1_000_000
     hit = bucket < F.lit(int(p_occurrence * 1_000_000))
-    return frame.withColumn("line", F.when(hit, F.concat_ws(" ", "line", F.lit(word))).otherwise(F.col("line")))
+    return frame.withColumn(
+        "line", F.when(hit, F.concat_ws(" ", "line", F.lit(word))).otherwise(F.col("line"))
+    )

@@ -10,9 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _generated import text_lines, with_marker  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from _generated import text_lines, with_marker
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName("bellamy-example-grep").getOrCreate()
     started = time.monotonic()
-    lines = with_marker(text_lines(spark, args.lines, partitions=args.partitions), args.word, args.p_occurrence)
+    lines = with_marker(
+        text_lines(spark, args.lines, partitions=args.partitions), args.word, args.p_occurrence
+    )
     pattern = f"(^| ){args.word}( |$)"
     matches = lines.filter(F.col("line").rlike(pattern)).count()
     print(

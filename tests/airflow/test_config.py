@@ -42,6 +42,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_good_config(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "grep.py").write_text("print('grep')\n")
     cfg = load_pipeline_config(write(tmp_path, GOOD))
     grep = cfg.job("nightly_grep")
     assert grep.job_type == "grep" and grep.framework == "spark"
@@ -50,6 +52,7 @@ def test_good_config(tmp_path: Path) -> None:
     assert grep.confidence == 0.8  # from defaults
     assert grep.on_infeasible == "run-max"
     assert grep.spark["application_args"] == ["--lines", "1000"]
+    assert grep.spark["application"] == str(tmp_path / "jobs" / "grep.py")  # relative to the file
     sort = cfg.job("sort_by_six")
     assert sort.job_type == "sort_by_six"
     assert sort.deadline == "2025-01-01T06:00:00+00:00"
@@ -108,6 +111,11 @@ BAD = [
         "jobs: {j: {framework: spark, scale_out: [1], spark: {application_args: x}}}",
         "jobs.j.spark.application_args",
         "x",
+    ),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], spark: {application: nope.py}}}",
+        "jobs.j.spark.application",
+        "nope",
     ),
     ("jobs: []", "jobs", "[]"),
     ("pipelines: {}", "pipelines", "{}"),

@@ -69,9 +69,7 @@ def test_one_row_per_try_whatever_is_enabled(airflow_db: str, bellamy_store: Any
             sized_task_id="listener_only",
         )
         listener_only = PythonOperator(task_id="listener_only", python_callable=_steady)  # no callbacks
-        PythonOperator(
-            task_id="unsized", python_callable=_steady, on_success_callback=record_runtime
-        )
+        PythonOperator(task_id="unsized", python_callable=_steady, on_success_callback=record_runtime)
         size >> flaky
         size_other >> listener_only
     dr = run_dag_test(dag := flaky.dag)
