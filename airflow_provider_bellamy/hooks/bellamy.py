@@ -143,14 +143,11 @@ class BellamyHook(BaseHook):
         return self.get_facade()
 
     def test_connection(self) -> tuple[bool, str]:
-        """Used by the UI's "Test" button: open the store and count its model versions."""
+        """Used by the UI's "Test" button: connect and read the store's schema version."""
         try:
-            facade = self.get_facade()
-            check = getattr(facade, "check", None)
-            if callable(check):
-                check()
+            status = self.get_facade().schema_status()
             url, _ = self.resolve()
-            return True, f"Bellamy store reachable ({_redact(url) if url else 'embedded SQLite'})"
+            return True, f"Bellamy store reachable ({_redact(url) if url else 'embedded SQLite'}): {status}"
         except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
 
