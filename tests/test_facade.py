@@ -11,6 +11,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -373,9 +374,11 @@ def test_first_size_in_a_fresh_process(
     ctx = _context_of(contexts[4])
     trained.size("sort", ctx, [2, 4, 6, 8, 10, 12], 300.0)  # the fine-tuned copy is in the store
     versions = len(trained.list_models(scope=None))
-    # A deployed package has compiled bytecode; this machine's environment may forbid writing it.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pyc")
+    env = dict(os.environ)
+    if env.pop("PYTHONDONTWRITEBYTECODE", None):
+        # A deployed package has compiled bytecode; where the environment forbids writing it
+        # next to the sources, keep it in a cache that outlives the test run instead.
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "bellamy-test-pycache")
     out = subprocess.run(
         [sys.executable, "-c", _FRESH_PROCESS, str(trained.store.url), json.dumps(ctx)],
         capture_output=True,
