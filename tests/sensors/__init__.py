@@ -1,0 +1,1 @@
+"""BellamyJobSensor against Spark (standalone master JSON)."""
