@@ -47,7 +47,7 @@ from airflow_provider_bellamy.operators.sizing import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_bellamy.triggers.job import JobStatus
+    from airflow_provider_bellamy.hooks.job_status import JobStatus
 
 # Attempts of one task instance's job id (dag/task/run/map index): a retry after a FAILED job
 # takes the next one. More than this many failed attempts of one task instance is a bug.
@@ -328,10 +328,12 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         *,
         reattached: bool,
     ) -> dict[str, Any] | None:
-        from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, fetch_status
+        from airflow_provider_bellamy.hooks.job_status import fetch_status
 
         hook = self._flink_hook()
         if self.deferrable:
+            from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
+
             deadline_at = None
             timeout = None
             if self.job_timeout_s is not None:
@@ -377,7 +379,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         reattached: bool = False,
     ) -> dict[str, Any] | None:
         """Resumed by the trigger's event: record the finished job (in a fresh worker slot)."""
-        from airflow_provider_bellamy.triggers.job import JobStatus
+        from airflow_provider_bellamy.hooks.job_status import JobStatus
 
         job_id = job_id or (event.get("job") or {}).get("job_id")
         self._job_id = job_id

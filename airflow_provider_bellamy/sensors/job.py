@@ -24,12 +24,12 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.hooks.flink import FlinkJobFailedError, JobEndpointUnreachableError
-from airflow_provider_bellamy.triggers.job import validate_endpoint, validate_kind
+from airflow_provider_bellamy.hooks.job_status import validate_endpoint, validate_kind
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_bellamy.triggers.job import JobStatus
+    from airflow_provider_bellamy.hooks.job_status import JobStatus
 
 
 class BellamyJobFailedError(FlinkJobFailedError):
@@ -138,7 +138,8 @@ class BellamyJobSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, fetch_status
+        from airflow_provider_bellamy.hooks.job_status import fetch_status
+        from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
 
         job_id, endpoint = self._resolve(context)
         status = fetch_status(self.kind, job_id, endpoint, timeout_s=self.request_timeout_s)
@@ -160,7 +161,7 @@ class BellamyJobSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from airflow_provider_bellamy.triggers.job import fetch_status
+        from airflow_provider_bellamy.hooks.job_status import fetch_status
 
         job_id, endpoint = self._resolve(context)
         status = fetch_status(self.kind, job_id, endpoint, timeout_s=self.request_timeout_s)
@@ -170,7 +171,7 @@ class BellamyJobSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=self._complete(context, status))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        from airflow_provider_bellamy.triggers.job import JobStatus
+        from airflow_provider_bellamy.hooks.job_status import JobStatus
 
         kind = event.get("status")
         if kind == "error":
