@@ -22,6 +22,7 @@ Importing this module imports neither torch nor pandas.
 from __future__ import annotations
 
 import ast
+import contextlib
 import datetime as dt
 import json
 import math
@@ -84,6 +85,21 @@ def _run_with_timeout(fn: Any, timeout_s: float, what: str) -> Any:
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+def _prefetch_model_code() -> None:
+    """Start importing the model code (torch) in the background.
+
+    In a fresh task process that import is most of the sizing time; started first, it
+    overlaps reading the connection, opening the store and resolving the target.
+    """
+
+    def load() -> None:
+        # a failure here is reported by the sizing call itself
+        with contextlib.suppress(Exception):
+            from airflow_provider_bellamy.model import RuntimeModel  # noqa: F401
+
+    threading.Thread(target=load, name="bellamy-prefetch-model", daemon=True).start()
 
 
 def recorded_task_duration(
@@ -338,6 +354,7 @@ class BellamySizingMixin:
     def size_for_launch(self, context: Context) -> tuple[SizingDecision, RuntimeTarget, Any | None]:
         """Decide the scale-out for this try; returns (decision, target, façade or None when unusable)."""
         started = time.monotonic()
+        _prefetch_model_code()
         scale_outs = coerce_scale_outs(self.scale_outs)
         confidence = _coerce_float(self.confidence, "confidence", 0.0, 1.0)
         properties = _coerce_properties(self.properties)

@@ -224,19 +224,29 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         self._hook = hook
         return settings
 
-    def execute(self, context: Context) -> dict[str, Any] | None:
+    def prepare_launch(self, context: Context) -> tuple[Any, Any, Any, dict[str, Any], list[str]]:
+        """Everything before spark-submit starts: size, set the executors, build the command.
+
+        Returns (decision, target, façade or None, executor settings, masked command);
+        ``bellamy benchmark overhead`` times exactly this in a fresh process.
+        """
         decision, target, facade = self.size_for_launch(context)
+        settings = self._apply_size(int(decision.chosen_scale_out))
+        hook = self._hook
+        assert hook is not None
+        command = hook._mask_cmd(hook._build_spark_submit_command(self.application)).split(" ")
+        return decision, target, facade, settings, command
+
+    def execute(self, context: Context) -> dict[str, Any] | None:
+        decision, target, facade, settings, command = self.prepare_launch(context)
         scale_out = int(decision.chosen_scale_out)
-        settings = self._apply_size(scale_out)
+        hook = self._hook
+        assert hook is not None
         decision_dict = decision.to_dict()
         decision_dict["target"] = target.to_dict()
         ti = context["ti"]
         ti.xcom_push(key="bellamy_decision", value=decision_dict)
-        hook = self._hook
-        assert hook is not None
-        command = hook._build_spark_submit_command(self.application)
-        masked = hook._mask_cmd(command).split(" ")
-        ti.xcom_push(key="spark_submit_command", value=masked)
+        ti.xcom_push(key="spark_submit_command", value=command)
         self.log.info(
             "Bellamy: launching %s with %s executor(s) on %s (%s)",
             self.job_type,

@@ -1,0 +1,286 @@
+"""`bellamy demo`: the main job, end to end on this machine.
+
+1. a temporary AIRFLOW_HOME with a migrated SQLite metadata DB and the embedded
+   Bellamy store under it;
+2. the bundled C3O traces imported, general grep and sort models trained;
+3. a Spark standalone master + workers started on 127.0.0.1;
+4. the example DAG ``bellamy_spark_sla`` run with ``dag.test()``: each job sized by
+   the model, run for real with spark-submit, its runtime written back;
+5. the decisions and the recorded runs printed, the plot written; everything started
+   is stopped (and the temporary home removed unless ``--keep``).
+
+Airflow reads AIRFLOW_HOME when it is first imported, so the DAG run happens in a child
+process with the temporary home; this process only touches the store and the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DAG_ID = "bellamy_spark_sla"
+JOB_TYPES = ("grep", "sort")
+
+_RUN_DAG = """
+import json, sys
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+if sys.argv[2] not in bag.dags:
+    raise SystemExit(f"DAG {sys.argv[2]} not found; import errors: {bag.import_errors}")
+dr = bag.dags[sys.argv[2]].test()
+print("BELLAMY-DEMO-RESULT " + json.dumps({"run_id": dr.run_id, "state": str(getattr(dr.state, "value", dr.state))}))
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="end to end: traces → model → Spark on 127.0.0.1 → sized DAG run → recorded runtime"
+    )
+    parser.add_argument("--workers", type=int, default=3, help="Spark workers to start (1 core each)")
+    parser.add_argument("--train-budget", type=float, default=40.0, help="training seconds per job type")
+    parser.add_argument("--plot", default="bellamy-demo.png", help="where to write the plot (PNG)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary AIRFLOW_HOME")
+    parser.add_argument(
+        "--dags-folder", default=None, help="folder with the example DAGs (default: the checkout's)"
+    )
+    parser.set_defaults(func=run_demo)
+
+
+def _dags_folder(given: str | None) -> Path:
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+
+    folder = Path(given) if given else Path(__file__).resolve().parents[2] / "dags_examples"
+    if not (folder / "spark_sla_sizing.py").is_file():
+        raise InvalidInputError(
+            "--dags-folder",
+            str(folder),
+            "has no spark_sla_sizing.py (run from a checkout or pass the folder)",
+        )
+    return folder.resolve()
+
+
+def _step(console: Any, text: str) -> float:
+    console.rule(f"[bold]{text}")
+    return time.monotonic()
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+
+    if args.workers < 1 or args.workers > 8:
+        raise InvalidInputError("--workers", args.workers, "must be between 1 and 8")
+    console = Console()
+    dags = _dags_folder(args.dags_folder)
+    home = Path(tempfile.mkdtemp(prefix="bellamy-demo-airflow-"))
+    # Everything below reads the temporary home: the embedded store, and (in children) Airflow.
+    os.environ["AIRFLOW_HOME"] = str(home)
+    env = dict(os.environ)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "300",
+        }
+    )
+    env.pop("AIRFLOW_CONN_BELLAMY_DEFAULT", None)  # the demo uses the embedded default store
+    cluster = None
+    started = time.monotonic()
+    try:
+        t = _step(console, f"1/5 Airflow metadata DB in {home}")
+        _airflow_db_migrate(env, home)
+        console.print(f"migrated in {time.monotonic() - t:.1f} s")
+
+        t = _step(console, "2/5 traces and models (embedded SQLite store)")
+        facade = _train(console, args.train_budget)
+        console.print(f"store {facade.store.display_url}; {time.monotonic() - t:.1f} s")
+
+        t = _step(console, f"3/5 Spark standalone master + {args.workers} workers on 127.0.0.1")
+        from airflow_provider_bellamy.spark_cluster import start_standalone_cluster
+
+        cluster = start_standalone_cluster(args.workers, cores_per_worker=1, memory_per_worker="1g")
+        console.print(f"{cluster.master_url} (web UI {cluster.webui_url}) up in {time.monotonic() - t:.1f} s")
+        env["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
+            {
+                "conn_type": "spark",
+                "host": "spark://127.0.0.1",
+                "port": cluster.master_port,
+                "extra": {"deploy-mode": "client", "master-webui": cluster.webui_url},
+            }
+        )
+
+        t = _step(
+            console,
+            f"4/5 dag.test() of {DAG_ID}: sized by the model, real spark-submit, runtime written back",
+        )
+        log_path = home / "dag-test.log"
+        result = _run_dag(env, dags, log_path)
+        console.print(
+            f"DAG run {result['run_id']}: [bold]{result['state']}[/] in {time.monotonic() - t:.1f} s"
+        )
+
+        _step(console, "5/5 decisions, recorded runs, plot")
+        decisions, runs = _report(console, facade, result["run_id"])
+        from airflow_provider_bellamy.plotting import plot_decisions
+
+        plot = plot_decisions(decisions, runs, Path(args.plot).resolve(), title=f"{DAG_ID} — Bellamy sizing")
+        console.print(f"plot written to [bold]{plot}[/]")
+        if result["state"] != "success":
+            console.print(f"[red]the DAG run did not succeed; its log: {log_path}")
+            return 1
+        console.print(f"demo finished in {time.monotonic() - started:.0f} s")
+        return 0
+    finally:
+        if cluster is not None:
+            cluster.stop()
+            console.print("Spark cluster stopped")
+        if args.keep:
+            console.print(f"kept AIRFLOW_HOME {home}")
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+def _airflow_db_migrate(env: dict[str, str], home: Path) -> None:
+    from airflow_provider_bellamy.exceptions import BellamyError
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise BellamyError(f"airflow db migrate failed in {home}: {proc.stderr[-2000:]}")
+
+
+def _train(console: Any, budget: float) -> Any:
+    from rich.table import Table
+
+    from airflow_provider_bellamy.facade import Bellamy
+
+    facade = Bellamy()
+    facade.upgrade()
+    added = facade.import_traces("c3o")
+    console.print(f"imported the bundled C3O traces: {added}")
+    table = Table("job type", "outcome", "train rows", "held-out rows", "held-out MRE", "seconds")
+    for job_type in JOB_TYPES:
+        for report in facade.train(job_type, time_budget_s=budget):
+            mre = report.metrics.get("holdout_mre")
+            table.add_row(
+                report.job_type,
+                report.outcome,
+                str(report.train_rows),
+                str(report.holdout_rows),
+                f"{mre:.1%}" if isinstance(mre, float) else "–",
+                f"{report.seconds:.1f}",
+            )
+    console.print(table)
+    return facade
+
+
+def _run_dag(env: dict[str, str], dags: Path, log_path: Path) -> dict[str, Any]:
+    from airflow_provider_bellamy.exceptions import BellamyError
+
+    with log_path.open("w") as log:  # Airflow's task logs go here, readable while it runs
+        proc = subprocess.run(
+            [sys.executable, "-c", _RUN_DAG, str(dags), DAG_ID],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=1800,
+            check=False,
+        )
+    for line in log_path.read_text(errors="replace").splitlines():
+        if line.startswith("BELLAMY-DEMO-RESULT "):
+            return json.loads(line.removeprefix("BELLAMY-DEMO-RESULT "))
+    tail = log_path.read_text(errors="replace")[-3000:]
+    raise BellamyError(
+        f"dag.test() of {DAG_ID} did not finish (exit {proc.returncode}); log {log_path}:\n{tail}"
+    )
+
+
+def _report(console: Any, facade: Any, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from rich.table import Table
+
+    decisions = [d for d in facade.list_decisions(limit=None) if d.get("run_id") == run_id]
+    decisions.sort(key=lambda d: d["id"])
+    runs = [r for r in facade.list_runs(source="observed", limit=None) if r.get("run_id") == run_id]
+    for d in decisions:
+        table = Table(
+            "scale-out", "predicted (s)", "band (s)", "meets target", "node-hours", title=_decision_title(d)
+        )
+        for c in sorted(d["candidates"], key=lambda c: c["scale_out"]):
+            chosen = c["scale_out"] == d["chosen_scale_out"]
+            mark = "[bold green]" if chosen else ""
+            band = f"{_num(c.get('lower_s'))} – {_num(c.get('upper_s'))}"
+            table.add_row(
+                f"{mark}{c['scale_out']}{' ◀' if chosen else ''}",
+                _num(c.get("predicted_s")),
+                band,
+                "yes" if c.get("meets_target") else "no",
+                f"{c['node_hours']:.4f}" if c.get("node_hours") is not None else "–",
+            )
+        if not d["candidates"]:
+            table.add_row(str(d["chosen_scale_out"]), "–", "–", "–", "–")
+        console.print(table)
+        console.print(f"  reason: {d['reason']}")
+        if d.get("fallback_reason"):
+            console.print(f"  fallback: {d['fallback_reason']}")
+    table = Table(
+        "task",
+        "job type",
+        "scale-out",
+        "runtime (s)",
+        "status",
+        "Spark app",
+        "decision",
+        title="recorded runs",
+    )
+    for r in sorted(runs, key=lambda r: r["id"]):
+        table.add_row(
+            r["task_id"],
+            r["job_type"],
+            str(r["scale_out"]),
+            f"{r['runtime_s']:.1f}",
+            r["status"],
+            r.get("external_id") or "–",
+            str(r.get("decision_id") or "–"),
+        )
+    console.print(table)
+    return decisions, runs
+
+
+def _decision_title(d: dict[str, Any]) -> str:
+    target = f"target {d['target_s']:.0f} s" if d.get("target_s") else "no target"
+    return (
+        f"{d.get('task_id')} ({d['job_type']}): {target}, confidence {d['confidence']:.0%}, "
+        f"chosen {d['chosen_scale_out']}, model {d.get('model_version') or '–'}"
+    )
+
+
+def _num(value: Any) -> str:
+    return "∞" if value is None else f"{float(value):.1f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="bellamy demo")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(["demo", *sys.argv[1:]])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
