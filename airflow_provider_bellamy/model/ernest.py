@@ -9,13 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from statistics import NormalDist
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from scipy.optimize import nnls
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import validate_runs, validate_scale_out
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # With fewer points than parameters the fit interpolates: its error on new scale-outs is
 # not measurable from the points themselves, so the band falls back to this relative
@@ -39,6 +41,9 @@ class ErnestModel:
     def fit_points(
         cls, scale_outs: Sequence[int], runtimes: Sequence[float], size: float = 1.0
     ) -> ErnestModel:
+        # scipy.optimize costs ~0.5 s to import: only fitting pays it, not predicting
+        from scipy.optimize import nnls
+
         n = np.asarray(scale_outs, dtype=np.float64)
         y = np.asarray(runtimes, dtype=np.float64)
         if len(n) == 0:

@@ -8,10 +8,9 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
@@ -23,17 +22,25 @@ from airflow_provider_bellamy.model.training import (
     EncodedRuns,
     TrainingConfig,
     context_folds,
+    empirical_prior_covariance,
     encode_runs,
     fit_delta,
     noise_sd_of,
     pick_points,
     quantile_table,
-    train_member,
+    single_thread,
+    train_ensemble,
 )
 from airflow_provider_bellamy.records import context_columns, validate_runs, validate_scale_out
 
-FORMAT = "bellamy-runtime-model/1"  # bump when tensors or header change meaning
-PRIOR_GRID = (0.05, 0.1, 0.2, 0.4, 0.8)
+if TYPE_CHECKING:
+    # pandas only arrives with training data: loading a stored model to predict needs none
+    import pandas as pd
+
+FORMAT = "bellamy-runtime-model/2"  # bump when tensors or header change meaning
+DEFAULT_PRIOR_SD = 0.2
+PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
+LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 _CALIBRATION_DRAWS = 4
 
 
@@ -72,7 +79,7 @@ class RuntimeModel:
 
     def __init__(
         self,
-        members: list[BellamyNet],
+        net: BellamyNet,
         schema: FeatureSchema,
         metadata: dict[str, Any],
         *,
@@ -80,7 +87,7 @@ class RuntimeModel:
         tuned_context: dict[str, str | float] | None = None,
         tuned_points: int = 0,
     ) -> None:
-        self.members = members
+        self.net = net
         self.schema = schema
         self.metadata = metadata
         self.delta = delta
@@ -117,6 +124,11 @@ class RuntimeModel:
             if not (isinstance(time_budget_s, (int, float)) and time_budget_s > 0):
                 raise InvalidInputError("time_budget_s", time_budget_s, "must be a number of seconds > 0")
             cfg = TrainingConfig(**{**cfg.__dict__, "time_budget_s": float(time_budget_s)})
+        with single_thread():
+            return cls._pretrain(runs, seed=seed, cfg=cfg)
+
+    @classmethod
+    def _pretrain(cls, runs: pd.DataFrame, *, seed: int, cfg: TrainingConfig) -> RuntimeModel:
         started = time.monotonic()
         frame = _training_frame(runs, "runs")
         device = cfg.resolve_device()
@@ -130,22 +142,14 @@ class RuntimeModel:
         rng = np.random.default_rng(seed)
         k_folds = min(cfg.members, n_ctx) if n_ctx >= 2 else 1
         folds = context_folds(n_ctx, k_folds, rng) if k_folds > 1 else [np.array([], dtype=np.int64)]
-        deadline_total = started + cfg.time_budget_s if cfg.time_budget_s else None
-        members: list[BellamyNet] = []
-        member_stats: list[dict[str, float]] = []
-        all_ctx = np.arange(n_ctx)
-        for m in range(cfg.members):
-            val = folds[m % len(folds)]
-            train = np.setdiff1d(all_ctx, val)
-            deadline = None
-            if deadline_total is not None:
-                deadline = started + cfg.time_budget_s * 0.9 * (m + 1) / cfg.members
-            net, stats = train_member(data, train, val, seed=seed * 1000 + m, config=cfg, deadline=deadline)
-            members.append(net)
-            member_stats.append(stats)
-        model = cls(members, schema, {})
+        # training gets 3/4 of a time budget, calibration what is left (it shrinks its search to fit)
+        deadline = started + 0.75 * cfg.time_budget_s if cfg.time_budget_s else None
+        net, member_stats = train_ensemble(data, folds, seed=seed, config=cfg, deadline=deadline)
+        model = cls(net, schema, {})
         noise_sd = noise_sd_of(data)
-        calibration = model._calibrate(data, folds, noise_sd, rng) if k_folds > 1 else {}
+        likelihood_sd = max(noise_sd, _training_rms(net, data, folds))
+        cal_deadline = started + 0.95 * cfg.time_budget_s if cfg.time_budget_s else None
+        calibration = model._calibrate(data, folds, likelihood_sd, rng, cal_deadline) if k_folds > 1 else {}
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
         model.metadata = {
             "format": FORMAT,
@@ -156,6 +160,7 @@ class RuntimeModel:
             "n_contexts": int(n_ctx),
             "newest_run_id": newest,
             "noise_sd": noise_sd,
+            "likelihood_sd": likelihood_sd,  # replaced by the calibrated choice when there is one
             "train_seconds": round(time.monotonic() - started, 3),
             "members": member_stats,
             "config": {k: v for k, v in cfg.__dict__.items() if k != "device"},
@@ -164,21 +169,28 @@ class RuntimeModel:
         return model
 
     def _calibrate(
-        self, data: EncodedRuns, folds: list[np.ndarray], noise_sd: float, rng: np.random.Generator
+        self,
+        data: EncodedRuns,
+        folds: list[np.ndarray],
+        likelihood_sd: float,
+        rng: np.random.Generator,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
-        Also picks the fine-tuning prior width from PRIOR_GRID by out-of-fold error
-        (empirical Bayes on the training data itself, never on the data evaluated later).
+        Also picks the fine-tuning prior width and likelihood width by out-of-fold error
+        (empirical Bayes on the training data itself, never on the data evaluated later):
+        the likelihood must cover the basis' structural misfit, not only run noise, or a
+        few points on a smooth-looking job drag the curve into interpolating them.
         """
         h_oof: list[torch.Tensor] = []
         ctx_ids: list[int] = []
         with torch.no_grad():
+            h_members, _ = self.net.log_weights(data.vectors, data.mask)  # [M, C, F]
             for m, fold in enumerate(folds):
-                if m >= len(self.members) or len(fold) == 0:
+                if m >= self.net.members or len(fold) == 0:
                     continue
-                h, _ = self.members[m].log_weights(data.vectors, data.mask)
-                h_oof.append(h[torch.as_tensor(fold, device=h.device)])
+                h_oof.append(h_members[m, torch.as_tensor(fold, device=h_members.device)])
                 ctx_ids.extend(int(c) for c in fold)
         if not ctx_ids:
             return {}
@@ -188,7 +200,7 @@ class RuntimeModel:
         basis_np = data.basis.cpu().numpy()
         y_np = data.log_y.cpu().numpy()
 
-        def residuals(k: int, prior_sd: float, draws: int) -> np.ndarray:
+        def residuals(k: int, prec: torch.Tensor, lik_sd: float, draws: int) -> np.ndarray:
             out: list[np.ndarray] = []
             for _ in range(draws):
                 picks, tests = [], []
@@ -210,8 +222,8 @@ class RuntimeModel:
                         torch.as_tensor(b, device=h_all.device),
                         torch.as_tensor(yy, device=h_all.device),
                         torch.as_tensor(w, device=h_all.device),
-                        noise_sd=noise_sd,
-                        prior_sd=prior_sd,
+                        noise_sd=lik_sd,
+                        prior_precision=prec,
                     )
                 hh = (h_all + delta).cpu()
                 for i, t in enumerate(tests):
@@ -221,19 +233,53 @@ class RuntimeModel:
                     out.append(y_np[t] - pred.numpy())
             return np.concatenate(out) if out else np.array([])
 
-        scores = {}
-        for prior in PRIOR_GRID:
-            errs = [np.mean(np.abs(np.expm1(residuals(k, prior, 2)))) for k in (1, 2, 3)]
-            scores[prior] = float(np.mean(errs))
-        prior_sd = min(scores, key=lambda p: (scores[p], p))
+        # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
+        # its runs are known, fitted under a weak prior.
+        everything = []
+        for runs in run_ids:
+            everything.append(runs)
+        kmax = max(len(r) for r in everything)
+        b = np.ones((len(everything), kmax, N_BASIS), dtype=np.float32)
+        yy = np.zeros((len(everything), kmax), dtype=np.float32)
+        w = np.zeros((len(everything), kmax), dtype=np.float32)
+        for i, r in enumerate(everything):
+            b[i, : len(r)], yy[i, : len(r)], w[i, : len(r)] = basis_np[r], y_np[r], 1.0
+        full = fit_delta(
+            h_all.cpu(),
+            torch.as_tensor(b),
+            torch.as_tensor(yy),
+            torch.as_tensor(w),
+            noise_sd=likelihood_sd,
+            prior_precision=torch.eye(N_BASIS),
+        )
+        cov = empirical_prior_covariance(full)
+        scores: dict[tuple[float, float], float] = {}
+        # the middle of the grid first: if the time budget ends the search early, it has the safest guess
+        grid = sorted(
+            ((p, f) for p in PRIOR_SCALES for f in LIKELIHOOD_FACTORS),
+            key=lambda pf: (abs(np.log(pf[0])) + abs(np.log(pf[1] / 2.0)), pf),
+        )
+        for scale, factor in grid:
+            if scores and deadline is not None and time.monotonic() > deadline:
+                break
+            lik = likelihood_sd * factor
+            prec = torch.linalg.inv(cov * scale**2)
+            errs = [np.mean(np.abs(np.expm1(residuals(k, prec, lik, 1)))) for k in (1, 2, 3, 5)]
+            scores[(scale, lik)] = float(np.mean(errs))
+        prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
+        prior_cov = cov * prior_scale**2
+        prec = torch.linalg.inv(prior_cov)
         tables, mre = {}, {}
+        draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
         for k in range(MAX_K + 1):
-            r = residuals(k, prior_sd, _CALIBRATION_DRAWS)
+            r = residuals(k, prec, lik_sd, draws)
             tables[str(k)] = quantile_table(r)
             mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
         return {
-            "prior_sd": prior_sd,
-            "prior_scores": {str(k): v for k, v in scores.items()},
+            "prior_scale": prior_scale,
+            "prior_covariance": prior_cov.tolist(),
+            "likelihood_sd": lik_sd,
+            "prior_scores": {f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
             "calibration": {"quantiles": tables, "n": len(ctx_ids)},
             "validation_mre": mre,
         }
@@ -241,8 +287,12 @@ class RuntimeModel:
     # ------------------------------------------------------------------ fine-tuning
     def finetune(self, context_runs: pd.DataFrame) -> RuntimeModel:
         """A copy fine-tuned to the one context of ``context_runs`` (0 rows → the general model)."""
-        if isinstance(context_runs, pd.DataFrame) and context_runs.empty:
-            return RuntimeModel(self.members, self.schema, self.metadata)
+        if getattr(context_runs, "empty", False):
+            return RuntimeModel(self.net, self.schema, self.metadata)
+        with single_thread():
+            return self._finetune(context_runs)
+
+    def _finetune(self, context_runs: pd.DataFrame) -> RuntimeModel:
         frame = _training_frame(context_runs, "context_runs")
         contexts = _frame_contexts(frame)
         keys = {_context_key(c) for c in contexts}
@@ -261,11 +311,11 @@ class RuntimeModel:
             basis.unsqueeze(0).expand(m, -1, -1).to(h0.device),
             log_y.unsqueeze(0).expand(m, -1).to(h0.device),
             torch.ones(m, len(frame), device=h0.device),
-            noise_sd=float(self.metadata.get("noise_sd", 0.05)),
-            prior_sd=float(self.metadata.get("prior_sd", 0.2)),
+            noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
+            prior_precision=self._prior_precision(),
         )
         tuned = RuntimeModel(
-            self.members,
+            self.net,
             self.schema,
             self.metadata,
             delta=delta.detach(),
@@ -273,6 +323,12 @@ class RuntimeModel:
             tuned_points=int(frame["scale_out"].nunique()),
         )
         return tuned
+
+    def _prior_precision(self) -> torch.Tensor:
+        cov = self.metadata.get("prior_covariance")
+        if cov is None:  # a single training context: no out-of-fold data to estimate it from
+            return torch.eye(N_BASIS) / DEFAULT_PRIOR_SD**2
+        return torch.linalg.inv(torch.as_tensor(cov, dtype=torch.float32))
 
     # ------------------------------------------------------------------ prediction
     def _normalise(self, context: Mapping[str, object]) -> dict[str, str | float]:
@@ -300,10 +356,10 @@ class RuntimeModel:
         cached = self._h_cache.get(key)
         if cached is None:
             vectors, mask = self.schema.encode([ctx])
-            device = next(self.members[0].parameters()).device
+            device = self.net.head.weight.device
             v, mk = torch.as_tensor(vectors, device=device), torch.as_tensor(mask, device=device)
             with torch.no_grad():
-                cached = torch.cat([net.log_weights(v, mk)[0] for net in self.members])  # [M, N_BASIS]
+                cached = self.net.log_weights(v, mk)[0][:, 0, :]  # [M, N_BASIS]
             if len(self._h_cache) > 1024:
                 self._h_cache.clear()
             self._h_cache[key] = cached
@@ -312,6 +368,10 @@ class RuntimeModel:
     def _member_log_pred(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         ctx = self._normalise(context)
         ns = _scale_outs(scale_outs)
+        with single_thread():
+            return self._log_pred(ctx, ns)
+
+    def _log_pred(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
         h = self._base_h(ctx)
         if self.delta is not None and self.tuned_context is not None and ctx == self.tuned_context:
             h = h + self.delta
@@ -351,9 +411,7 @@ class RuntimeModel:
             # the prior width, wider than any calibrated one on purpose.
             from statistics import NormalDist
 
-            sd = math.hypot(
-                float(self.metadata.get("noise_sd", 0.05)), 2 * float(self.metadata.get("prior_sd", 0.2))
-            )
+            sd = math.hypot(float(self.metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
             z = NormalDist().inv_cdf(confidence)
             return -z * sd, z * sd
         n = max(int(cal.get("n", 1)), 1)
@@ -367,18 +425,15 @@ class RuntimeModel:
     def to_bytes(self) -> bytes:
         from safetensors.torch import save
 
-        tensors: dict[str, torch.Tensor] = {}
-        for i, net in enumerate(self.members):
-            for name, value in net.state_dict().items():
-                tensors[f"m{i}.{name}"] = value.detach().cpu().contiguous()
+        tensors = {name: value.detach().cpu().contiguous() for name, value in self.net.state_dict().items()}
         if self.delta is not None:
             tensors["delta"] = self.delta.detach().cpu().contiguous()
         header = {
             "format": FORMAT,
-            "n_members": len(self.members),
-            "n_properties": self.members[0].n_properties,
-            "code": self.members[0].code,
-            "hidden": self.members[0].hidden,
+            "n_members": self.net.members,
+            "n_properties": self.net.n_properties,
+            "code": self.net.code,
+            "hidden": self.net.hidden,
             "schema": self.schema.to_dict(),
             "metadata": self.metadata,
             "tuned_context": self.tuned_context,
@@ -412,20 +467,19 @@ class RuntimeModel:
                 f"{source}: model format {header.get('format')!r} is not {FORMAT!r}; retrain with `bellamy train`"
             )
         try:
-            members = []
-            for i in range(int(header["n_members"])):
-                net = BellamyNet(
-                    int(header["n_properties"]), code=int(header["code"]), hidden=int(header["hidden"])
-                )
-                prefix = f"m{i}."
-                net.load_state_dict({k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)})
-                net.eval()
-                members.append(net)
+            net = BellamyNet(
+                int(header["n_properties"]),
+                members=int(header["n_members"]),
+                code=int(header["code"]),
+                hidden=int(header["hidden"]),
+            )
+            net.load_state_dict({k: v for k, v in tensors.items() if k != "delta"})
+            net.eval()
             schema = FeatureSchema.from_dict(header["schema"])
         except (KeyError, RuntimeError, ValueError) as exc:
             raise ModelFileError(f"{source}: model file is inconsistent ({exc})") from None
         return cls(
-            members,
+            net,
             schema,
             header["metadata"],
             delta=tensors.get("delta"),
@@ -447,6 +501,20 @@ class RuntimeModel:
         if not p.is_file():
             raise ModelFileError(f"{p}: no such model file")
         return cls.from_bytes(p.read_bytes(), source=str(p))
+
+
+def _training_rms(net: BellamyNet, data: EncodedRuns, folds: list[np.ndarray]) -> float:
+    """RMS log error of the members on their own training runs: the basis' misfit plus noise."""
+    with torch.no_grad():
+        h, _ = net.log_weights(data.vectors, data.mask)
+        err = log_runtime(h[:, data.ctx_index], data.basis.unsqueeze(0)) - data.log_y  # [M, N]
+    ctx = data.ctx_index.cpu().numpy()
+    sq = []
+    for m in range(net.members):
+        held = folds[m % len(folds)]
+        train = ~np.isin(ctx, held)
+        sq.append(float((err[m].cpu().numpy()[train] ** 2).mean()))
+    return float(np.sqrt(np.mean(sq)))
 
 
 def _json_default(value: object) -> object:

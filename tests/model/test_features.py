@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from airflow_provider_bellamy.exceptions import InvalidInputError, UnknownJobTypeError
+from airflow_provider_bellamy.model.features import (
+    PROPERTY_DIM,
+    FeatureSchema,
+    encode_number,
+    encode_string,
+    scale_out_basis,
+)
+from airflow_provider_bellamy.model.network import N_BASIS, BellamyNet, log_runtime
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_string_encoding_is_stable_and_separates_values() -> None:
+    a1, a2 = encode_string("m4.2xlarge"), encode_string("m4.2xlarge")
+    assert a1.shape == (PROPERTY_DIM,)
+    np.testing.assert_array_equal(a1, a2)  # crc32, not Python's salted hash
+    assert a1[0] == 1.0 and a1[1] == 0.0
+    assert _cos(a1, encode_string("c4.2xlarge")) > _cos(a1, encode_string("yarn"))
+    assert not np.allclose(a1, encode_string("r4.2xlarge"))
+
+
+def test_number_encoding_separates_orders_of_magnitude() -> None:
+    ten, twelve, thousand = encode_number(10.0), encode_number(12.0), encode_number(1000.0)
+    assert ten[1] == 1.0 and ten[0] == 0.0
+    assert _cos(ten, twelve) > 0.9
+    assert _cos(ten, thousand) < _cos(ten, twelve) - 0.3
+    assert not np.allclose(encode_number(-5.0), encode_number(5.0))
+    assert encode_number(0.0)[3] == 1.0  # the zero flag
+
+
+def test_scale_out_basis_rows() -> None:
+    basis = scale_out_basis(np.array([1, 4]))
+    assert basis.shape == (2, N_BASIS)
+    np.testing.assert_allclose(basis[1], [1.0, 0.25, 1 / 16, 1 / 256, np.log(4), 4.0])
+
+
+def test_network_shapes() -> None:
+    net = BellamyNet(n_properties=3, members=4, seeds=[0, 1, 2, 3])
+    vectors, mask = torch.randn(7, 3, PROPERTY_DIM), torch.ones(7, 3)
+    h, recon = net.log_weights(vectors, mask)
+    assert h.shape == (4, 7, N_BASIS)  # members × contexts × basis terms
+    assert recon.ndim == 0 and float(recon.detach()) >= 0
+    # members are independent networks: different initialisations, different outputs
+    assert not torch.allclose(h[0], h[1])
+    basis = torch.as_tensor(scale_out_basis(np.array([2, 4, 8])), dtype=torch.float32)
+    out = log_runtime(h.unsqueeze(2), basis.view(1, 1, 3, N_BASIS))
+    assert out.shape == (4, 7, 3)
+    # runtime = Σ exp(h_i) φ_i(n) must never be negative: log is finite
+    assert torch.isfinite(out).all()
+
+
+def test_schema_requires_properties_per_job_type() -> None:
+    schema = FeatureSchema.from_contexts(
+        ["grep", "grep", "sort"],
+        [{"a": 1.0, "b": "x"}, {"a": 2.0}, {"c": 3.0}],
+    )
+    assert schema.properties == ["a", "b", "c"]
+    assert schema.required == {"grep": ["a"], "sort": ["c"]}
+    schema.check_context("grep", {"a": 5.0})
+    with pytest.raises(InvalidInputError, match=r"context\.a"):
+        schema.check_context("grep", {"b": "x"})
+    with pytest.raises(UnknownJobTypeError, match="job_type='wordcount'"):
+        schema.check_context("wordcount", {"a": 1.0})

@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airflow_provider_bellamy.benchmarks.common import draw_points
+from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
+from airflow_provider_bellamy.model import ErnestModel, RuntimeModel, TrainingConfig
+
+from .conftest import FAST
+
+
+def _context(runs: pd.DataFrame) -> dict[str, object]:
+    return runs.drop(columns=["context_id"]).iloc[0].to_dict()
+
+
+def test_finetuned_error_beats_ernest_on_the_same_points(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context]
+    rng = np.random.default_rng(7)
+    bellamy_err, ernest_err = [], []
+    for k in (2, 3):
+        points, test = draw_points(ctx_runs, k, rng)
+        tuned = grep_model.finetune(points.drop(columns=["context_id"]))
+        actual = test["runtime_s"].to_numpy()
+        pred = tuned.predict(_context(ctx_runs), test["scale_out"].tolist())
+        bellamy_err.append(np.mean(np.abs(pred - actual) / actual))
+        ernest = ErnestModel.fit_points(
+            points["scale_out"], points["runtime_s"], float(points["data_size_mb"].iloc[0])
+        )
+        ern = ernest.predict(None, test["scale_out"].tolist())
+        ernest_err.append(np.mean(np.abs(ern - actual) / actual))
+    assert np.mean(bellamy_err) < np.mean(ernest_err)
+    assert np.mean(bellamy_err) < 0.15
+
+
+def test_finetune_returns_new_object_and_leaves_general_unchanged(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    ctx = ctx_runs.iloc[0].to_dict()
+    before = grep_model.predict(ctx, [2, 4, 8])
+    tuned = grep_model.finetune(ctx_runs.iloc[:3])
+    assert tuned is not grep_model and tuned.is_finetuned and not grep_model.is_finetuned
+    np.testing.assert_array_equal(grep_model.predict(ctx, [2, 4, 8]), before)
+    assert not np.allclose(tuned.predict(ctx, [2, 4, 8]), before)
+    # zero runs: the general model as it is
+    same = grep_model.finetune(ctx_runs.iloc[:0])
+    np.testing.assert_array_equal(same.predict(ctx, [2, 4, 8]), before)
+
+
+def test_band_is_ordered_and_narrows_with_context_runs(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    ctx = ctx_runs.iloc[0].to_dict()
+    mean0, lo0, hi0 = grep_model.predict_band(ctx, [2, 6, 12], 0.9)
+    assert np.all(lo0 < mean0) and np.all(mean0 < hi0)
+    points = pd.concat([ctx_runs[ctx_runs["scale_out"] == n].iloc[:1] for n in (2, 4, 8, 10, 12)])
+    mean5, _lo5, hi5 = grep_model.finetune(points).predict_band(ctx, [2, 6, 12], 0.9)
+    assert np.all((hi5 / mean5) <= (hi0 / mean0) + 1e-9)
+    _, _, hi99 = grep_model.predict_band(ctx, [2, 6, 12], 0.99)
+    assert np.all(hi99 >= hi0)
+
+
+def test_save_load_round_trip_is_bit_identical(
+    tmp_path, grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    ctx = ctx_runs.iloc[0].to_dict()
+    tuned = grep_model.finetune(ctx_runs.iloc[:2])
+    for model in (grep_model, tuned):
+        path = model.save(tmp_path / "m.safetensors")
+        loaded = RuntimeModel.load(path)
+        np.testing.assert_array_equal(
+            loaded.predict(ctx, [1, 2, 3, 7, 20]), model.predict(ctx, [1, 2, 3, 7, 20])
+        )
+        for a, b in zip(
+            loaded.predict_band(ctx, [3, 9], 0.8), model.predict_band(ctx, [3, 9], 0.8), strict=True
+        ):
+            np.testing.assert_array_equal(a, b)
+        assert loaded.metadata == model.metadata
+    assert RuntimeModel.from_bytes(tuned.to_bytes()).tuned_points == tuned.tuned_points
+
+
+def test_truncated_or_foreign_model_files_give_clear_errors(tmp_path, grep_model: RuntimeModel) -> None:
+    data = grep_model.to_bytes()
+    bad = tmp_path / "truncated.safetensors"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelFileError, match=r"truncated\.safetensors"):
+        RuntimeModel.load(bad)
+    with pytest.raises(ModelFileError, match="no such model file"):
+        RuntimeModel.load(tmp_path / "missing.safetensors")
+    import torch
+    from safetensors.torch import save
+
+    other = tmp_path / "other.safetensors"
+    other.write_bytes(
+        save({"x": torch.zeros(2)}, metadata={"bellamy": '{"format": "bellamy-runtime-model/0"}'})
+    )
+    with pytest.raises(ModelFileError, match="bellamy-runtime-model/0"):
+        RuntimeModel.load(other)
+    pickle_like = tmp_path / "pickle.pt"
+    pickle_like.write_bytes(b"\x80\x04\x95garbage")
+    with pytest.raises(ModelFileError):
+        RuntimeModel.load(pickle_like)
+
+
+def test_pretraining_is_deterministic_under_a_seed(grep_runs: pd.DataFrame) -> None:
+    small = grep_runs[grep_runs["context_id"].isin(sorted(grep_runs["context_id"].unique())[:6])]
+    small = small.drop(columns=["context_id"])
+    cfg = TrainingConfig(members=2, max_epochs=60, min_epochs=20, patience=20)
+    a = RuntimeModel.pretrain(small, seed=3, config=cfg)
+    b = RuntimeModel.pretrain(small, seed=3, config=cfg)
+    c = RuntimeModel.pretrain(small, seed=4, config=cfg)
+    ctx = small.iloc[0].to_dict()
+    np.testing.assert_array_equal(a.predict(ctx, [2, 5, 9]), b.predict(ctx, [2, 5, 9]))
+    assert not np.array_equal(a.predict(ctx, [2, 5, 9]), c.predict(ctx, [2, 5, 9]))
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "field"),
+    [
+        ("runtime_s", float("nan"), "runtime_s"),
+        ("runtime_s", -3.0, "runtime_s"),
+        ("runtime_s", 0.0, "runtime_s"),
+        ("scale_out", 0, "scale_out"),
+        ("scale_out", 2.5, "scale_out"),
+    ],
+)
+def test_bad_training_runs_name_field_and_value(
+    grep_runs: pd.DataFrame, column: str, value: float, field: str
+) -> None:
+    runs = grep_runs.drop(columns=["context_id"]).iloc[:20].copy()
+    runs[column] = runs[column].astype(float)
+    runs.loc[runs.index[4], column] = value
+    with pytest.raises(InvalidInputError) as err:
+        RuntimeModel.pretrain(runs, config=FAST)
+    assert err.value.field == field and "row 4" in str(err.value)
+
+
+def test_empty_frames_and_bad_predict_inputs(grep_model: RuntimeModel, grep_runs: pd.DataFrame) -> None:
+    with pytest.raises(InvalidInputError, match="no runs"):
+        RuntimeModel.pretrain(grep_runs.iloc[:0])
+    ctx = grep_runs.drop(columns=["context_id"]).iloc[0].to_dict()
+    with pytest.raises(InvalidInputError, match="scale_outs"):
+        grep_model.predict(ctx, [])
+    with pytest.raises(InvalidInputError, match="scale_outs=0"):
+        grep_model.predict(ctx, [0, 2])
+    with pytest.raises(InvalidInputError, match=r"context\.lines"):
+        grep_model.predict({k: v for k, v in ctx.items() if k != "lines"}, [2])
+    with pytest.raises(UnknownJobTypeError, match="job_type='sort'"):
+        grep_model.predict({**ctx, "job_type": "sort"}, [2])
+    with pytest.raises(InvalidInputError, match="confidence"):
+        grep_model.predict_band(ctx, [2], 1.5)
+    with pytest.raises(InvalidInputError, match="exactly one context"):
+        grep_model.finetune(grep_runs.drop(columns=["context_id"]).iloc[::100])
+
+
+def test_ernest_recovers_known_coefficients() -> None:
+    theta = np.array([30.0, 2.0, 0.0, 1.5])
+    ns = np.array([2, 4, 6, 8, 10, 12])
+    size = 100.0
+    runtimes = theta[0] + theta[1] * size / ns + theta[2] * np.log(ns) + theta[3] * ns
+    model = ErnestModel.fit_points(ns, runtimes, size)
+    np.testing.assert_allclose(
+        model.predict(None, [3, 20]),
+        theta[0] + theta[1] * size / np.array([3, 20]) + theta[3] * np.array([3, 20]),
+        rtol=1e-6,
+    )
+    assert (model.theta >= 0).all()
+    with pytest.raises(InvalidInputError, match="2 distinct scale-outs"):
+        ErnestModel.fit(
+            pd.DataFrame(
+                {"job_type": ["x"] * 2, "framework": "spark", "scale_out": [4, 4], "runtime_s": [1.0, 2.0]}
+            )
+        )

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from airflow_provider_bellamy.decisions import Prediction, SizingDecision
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.sizing import decide, default_decision, validate_confidence, validate_scale_outs
+
+
+def _prediction(fallback: str | None = None) -> Prediction:
+    # runtime falls with n, the band is ±20 %
+    ns = [2, 4, 6, 8]
+    mean = [1000.0, 520.0, 360.0, 300.0]
+    return Prediction(
+        "grep", ns, mean, [m * 0.8 for m in mean], [m * 1.2 for m in mean], 0.9, "grep@v3", fallback
+    )
+
+
+def test_min_scale_out_takes_the_smallest_whose_upper_band_meets_the_target() -> None:
+    d = decide(_prediction(), target_s=500)
+    # 520 mean meets 500 on average but not at 90 %: upper 624 > 500; 6 → 432 <= 500
+    assert d.chosen_scale_out == 6 and d.feasible
+    assert [c.meets_target for c in d.candidates] == [False, False, True, True]
+    assert "90%" in d.reason and d.model_version == "grep@v3"
+
+
+def test_min_cost_uses_node_hours_and_price() -> None:
+    pred = Prediction(
+        "grep", [2, 4, 8], [1000.0, 400.0, 260.0], [900.0, 360.0, 234.0], [1100.0, 440.0, 286.0], 0.9
+    )
+    d = decide(pred, target_s=1200, objective="min_cost", price_per_node_hour=2.0)
+    # node-hours at the upper band: 2·1100 = 2200, 4·440 = 1760, 8·286 = 2288 node-seconds
+    assert d.chosen_scale_out == 4
+    assert math.isclose(d.chosen.cost, 4 * 440 / 3600 * 2.0)
+    assert decide(pred, target_s=1200, objective="fastest").chosen_scale_out == 8
+
+
+def test_unreachable_target_is_infeasible_with_fastest_and_shortfall() -> None:
+    d = decide(_prediction(), target_s=100)
+    assert not d.feasible and d.chosen_scale_out == 8
+    assert math.isclose(d.shortfall_s, 300 * 1.2 - 100)
+    assert "short" in d.reason
+
+
+def test_decisions_are_stable_and_round_trip_through_json() -> None:
+    a, b = decide(_prediction(), target_s=500), decide(_prediction(), target_s=500)
+    assert a.to_dict() == b.to_dict()
+    back = SizingDecision.from_dict(json.loads(json.dumps(a.to_dict())))
+    assert back.to_dict() == a.to_dict()
+
+
+def test_fallback_reason_is_kept() -> None:
+    d = decide(_prediction("ernest: no pre-trained model"), target_s=500)
+    assert d.fallback_reason == "ernest: no pre-trained model" and "ernest" in d.reason
+
+
+def test_default_decision_uses_largest_candidate_when_unset() -> None:
+    d = default_decision(
+        "grep", [4, 2, 8], None, "no model and 1 distinct scale-out", target_s=60, confidence=0.9
+    )
+    assert d.chosen_scale_out == 8 and "no model" in d.reason
+    assert json.loads(json.dumps(d.to_dict()))["candidates"][0]["upper_s"] is None  # inf → null
+    assert (
+        default_decision("grep", [2, 8], 3, "cold start", target_s=None, confidence=0.5).chosen_scale_out == 3
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"target_s": 0}, "target_s"),
+        ({"target_s": float("nan")}, "target_s"),
+        ({"target_s": -5}, "target_s"),
+        ({"target_s": 10, "objective": "cheapest"}, "objective"),
+        ({"target_s": 10, "price_per_node_hour": -1.0}, "price_per_node_hour"),
+    ],
+)
+def test_bad_inputs_name_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        decide(_prediction(), **kwargs)
+    assert err.value.field == field
+
+
+def test_validators() -> None:
+    assert validate_scale_outs([4, 2, 4]) == [2, 4]
+    for bad in ([], [0], [1.5], "24"):
+        with pytest.raises(InvalidInputError, match="scale_outs"):
+            validate_scale_outs(bad)
+    for bad in (0, 1, 1.2, True, "0.9"):
+        with pytest.raises(InvalidInputError, match="confidence"):
+            validate_confidence(bad)
