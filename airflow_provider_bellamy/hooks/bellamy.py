@@ -66,34 +66,6 @@ class BellamyHook(BaseHook):
             },
         }
 
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from flask_babel import lazy_gettext
-        from wtforms import StringField
-        from wtforms.validators import Optional
-
-        return {
-            "store_url": StringField(
-                lazy_gettext("Store URL"),
-                widget=BS3TextFieldWidget(),
-                description="SQLAlchemy URL of the model store; the password field is added to it",
-                validators=[Optional()],
-            ),
-            "dialect": StringField(
-                lazy_gettext("Dialect"),
-                widget=BS3TextFieldWidget(),
-                description="SQLAlchemy dialect when host is used (default postgresql+psycopg)",
-                validators=[Optional()],
-            ),
-            "connect_timeout": StringField(
-                lazy_gettext("Connect timeout (s)"),
-                widget=BS3TextFieldWidget(),
-                description="Seconds to wait for the store before the operator falls back (default 10)",
-                validators=[Optional()],
-            ),
-        }
-
     def _connection(self) -> Any | None:
         from airflow.sdk.exceptions import AirflowNotFoundException
 
