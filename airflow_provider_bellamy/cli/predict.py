@@ -1,0 +1,102 @@
+"""`bellamy predict` and `bellamy size`: what the operators ask before a launch."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from airflow_provider_bellamy.cli._args import add_sizing_arguments, context_from, scale_outs_from
+
+
+def register(subparsers: Any) -> None:
+    pred = subparsers.add_parser("predict", help="predicted runtime per scale-out, with its band")
+    add_sizing_arguments(pred)
+    pred.set_defaults(func=_predict)
+
+    size = subparsers.add_parser("size", help="the smallest scale-out that meets a runtime target")
+    add_sizing_arguments(size)
+    size.add_argument("--target", type=float, default=None, help="runtime target in seconds")
+    size.add_argument(
+        "--objective", default="min_scale_out", choices=("min_scale_out", "min_cost", "fastest")
+    )
+    size.add_argument("--price-per-node-hour", type=float, default=None)
+    size.add_argument("--default-scale-out", type=int, default=None)
+    size.add_argument("--json", action="store_true", help="print the decision as JSON")
+    size.set_defaults(func=_size)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:,.1f}"
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from airflow_provider_bellamy.facade import Bellamy
+
+    p = Bellamy(args.store_url).predict(
+        args.job_type,
+        context_from(args),
+        scale_outs_from(args.scale_outs),
+        args.confidence,
+        framework=args.framework,
+    )
+    table = Table(title=f"{p.job_type}: predicted runtime ({p.model_version or p.method})")
+    for col in ("scale-out", "predicted s", f"lower s ({p.confidence:.0%})", f"upper s ({p.confidence:.0%})"):
+        table.add_column(col, justify="right")
+    for n, mean, lo, hi in zip(p.scale_outs, p.mean_s, p.lower_s, p.upper_s, strict=True):
+        table.add_row(str(n), _seconds(mean), _seconds(lo), _seconds(hi))
+    console = Console()
+    console.print(table)
+    if p.fallback_reason:
+        console.print(f"[yellow]fallback: {p.fallback_reason}")
+    return 0
+
+
+def _size(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from airflow_provider_bellamy.facade import Bellamy
+
+    d = Bellamy(args.store_url).size(
+        args.job_type,
+        context_from(args),
+        scale_outs_from(args.scale_outs),
+        args.target,
+        args.confidence,
+        args.objective,
+        price_per_node_hour=args.price_per_node_hour,
+        default_scale_out=args.default_scale_out,
+        framework=args.framework,
+    )
+    console = Console()
+    if args.json:
+        console.print_json(json.dumps(d.to_dict()))
+        return 0 if d.feasible else 3
+    table = Table(title=f"{d.job_type}: sizing for target {_seconds(d.target_s)} s at {d.confidence:.0%}")
+    cols = ["", "scale-out", "predicted s", "band s", "node-hours", "meets target"]
+    if d.price_per_node_hour is not None:
+        cols.insert(5, "cost")
+    for col in cols:
+        table.add_column(col, justify="right")
+    for c in d.candidates:
+        row = [
+            "▶" if c.scale_out == d.chosen_scale_out else "",
+            str(c.scale_out),
+            _seconds(c.predicted_s),
+            f"{_seconds(c.lower_s)} – {_seconds(c.upper_s)}",
+            "-" if not math.isfinite(c.node_hours) else f"{c.node_hours:.3f}",
+            "yes" if c.meets_target else "no",
+        ]
+        if d.price_per_node_hour is not None:
+            row.insert(5, "-" if c.cost is None else f"{c.cost:.2f}")
+        table.add_row(*row, style="bold green" if c.scale_out == d.chosen_scale_out else None)
+    console.print(table)
+    colour = "green" if d.feasible else "red"
+    console.print(f"[{colour}]decision {d.decision_id}: {d.chosen_scale_out} — {d.reason}")
+    return 0 if d.feasible else 3

@@ -1,0 +1,80 @@
+"""`bellamy train | predict | size | plot` against a real store, end to end in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_bellamy.cli import main
+
+CONTEXT = [
+    "--set", "machine_type=m4.2xlarge", "--set", "cores=8", "--set", "memory_mb=16000",
+    "--set", "data_size_mb=15000", "--set", "line_length=100", "--set", "lines=150000000",
+    "--set", "p_occurrence=0.5", "--set", "environment=aws-emr", "--framework", "spark",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = f"sqlite:///{tmp_path_factory.mktemp('cli') / 'store.db'}"
+    assert main(["--store-url", url, "db", "upgrade"]) == 0
+    assert main(["--store-url", url, "history", "import", "--traces", "c3o"]) == 0
+    assert main(["--store-url", url, "train", "--job-type", "grep", "--time-budget", "15"]) == 0
+    return url
+
+
+def test_size_prints_candidates_and_marks_the_choice(
+    trained_store: str, capsys: pytest.CaptureFixture
+) -> None:
+    code = main(
+        ["--store-url", trained_store, "size", "grep", *CONTEXT, "--scale-outs", "2-12:2", "--target", "400"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "▶" in out and "smallest scale-out" in out
+    # a generous target is met by the smallest candidate
+    assert "decision" in out and ": 2 —" in out
+
+
+def test_unreachable_target_exits_3_with_the_shortfall(
+    trained_store: str, capsys: pytest.CaptureFixture
+) -> None:
+    code = main(
+        ["--store-url", trained_store, "size", "grep", *CONTEXT, "--scale-outs", "2,4", "--target", "5"]
+    )
+    assert code == 3
+    assert "short" in capsys.readouterr().out
+
+
+def test_predict_and_plot(trained_store: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["--store-url", trained_store, "predict", "grep", *CONTEXT, "--scale-outs", "2,6,12"]) == 0
+    assert "grep/v1" in capsys.readouterr().out
+    png = tmp_path / "plot.png"
+    code = main(
+        [
+            "--store-url",
+            trained_store,
+            "plot",
+            "grep",
+            *CONTEXT,
+            "--scale-outs",
+            "2-12:2",
+            "--target",
+            "150",
+            "--out",
+            str(png),
+        ]
+    )
+    assert code == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_bad_cli_input_names_the_field(trained_store: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(["--store-url", trained_store, "size", "grep", *CONTEXT, "--scale-outs", "2-x"]) == 2
+    assert "--scale-outs" in capsys.readouterr().err
+    assert main(["--store-url", trained_store, "size", "grep", "--set", "oops", "--scale-outs", "2"]) == 2
+    assert "--set" in capsys.readouterr().err
+    # a context without the properties the model was trained with
+    assert main(["--store-url", trained_store, "predict", "grep", "--scale-outs", "2"]) == 2
+    assert "context." in capsys.readouterr().err
