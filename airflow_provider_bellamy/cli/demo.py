@@ -4,8 +4,9 @@
    Bellamy store under it;
 2. the bundled C3O traces imported, general grep and sort models trained;
 3. a Spark standalone master + workers started on 127.0.0.1;
-4. the example DAG ``bellamy_spark_sla`` run with ``dag.test()``: each job sized by
-   the model, run for real with spark-submit, its runtime written back;
+4. the example DAG ``bellamy_spark_sla`` run with ``dag.test()`` (twice by default):
+   each job sized by the model, run for real with spark-submit, its runtime written
+   back — so the second launch is sized by a model fine-tuned on the first;
 5. the decisions and the recorded runs printed, the plot written; everything started
    is stopped (and the temporary home removed unless ``--keep``).
 
@@ -45,6 +46,7 @@ def register(subparsers: Any) -> None:
         "demo", help="end to end: traces → model → Spark on 127.0.0.1 → sized DAG run → recorded runtime"
     )
     parser.add_argument("--workers", type=int, default=3, help="Spark workers to start (1 core each)")
+    parser.add_argument("--runs", type=int, default=2, help="DAG runs (each learns from the ones before)")
     parser.add_argument("--train-budget", type=float, default=40.0, help="training seconds per job type")
     parser.add_argument("--plot", default="bellamy-demo.png", help="where to write the plot (PNG)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary AIRFLOW_HOME")
@@ -79,7 +81,10 @@ def run_demo(args: argparse.Namespace) -> int:
 
     if args.workers < 1 or args.workers > 8:
         raise InvalidInputError("--workers", args.workers, "must be between 1 and 8")
-    console = Console()
+    if args.runs < 1 or args.runs > 5:
+        raise InvalidInputError("--runs", args.runs, "must be between 1 and 5")
+    # piped output (CI, `make demo | tee`) gets a width that fits the tables
+    console = Console(width=None if sys.stdout.isatty() else 160)
     dags = _dags_folder(args.dags_folder)
     home = Path(tempfile.mkdtemp(prefix="bellamy-demo-airflow-"))
     # Everything below reads the temporary home: the embedded store, and (in children) Airflow.
@@ -119,24 +124,29 @@ def run_demo(args: argparse.Namespace) -> int:
             }
         )
 
-        t = _step(
-            console,
-            f"4/5 dag.test() of {DAG_ID}: sized by the model, real spark-submit, runtime written back",
-        )
-        log_path = home / "dag-test.log"
-        result = _run_dag(env, dags, log_path)
-        console.print(
-            f"DAG run {result['run_id']}: [bold]{result['state']}[/] in {time.monotonic() - t:.1f} s"
-        )
+        results = []
+        for i in range(args.runs):
+            t = _step(
+                console,
+                f"4/5 dag.test() of {DAG_ID}, run {i + 1}/{args.runs}: sized by the model, real spark-submit, "
+                "runtime written back",
+            )
+            result = _run_dag(env, dags, home / f"dag-test-{i + 1}.log")
+            results.append(result)
+            console.print(
+                f"DAG run {result['run_id']}: [bold]{result['state']}[/] in {time.monotonic() - t:.1f} s"
+            )
+            _report(console, facade, [r["run_id"] for r in results], tables_for=result["run_id"])
 
-        _step(console, "5/5 decisions, recorded runs, plot")
-        decisions, runs = _report(console, facade, result["run_id"])
+        _step(console, "5/5 what the model learned, and the plot")
+        decisions, runs = _report(console, facade, [r["run_id"] for r in results], tables_for=None)
         from airflow_provider_bellamy.plotting import plot_decisions
 
         plot = plot_decisions(decisions, runs, Path(args.plot).resolve(), title=f"{DAG_ID} — Bellamy sizing")
         console.print(f"plot written to [bold]{plot}[/]")
-        if result["state"] != "success":
-            console.print(f"[red]the DAG run did not succeed; its log: {log_path}")
+        failed = [r for r in results if r["state"] != "success"]
+        if failed:
+            console.print(f"[red]{len(failed)} DAG run(s) did not succeed; logs in {home} (use --keep)")
             return 1
         console.print(f"demo finished in {time.monotonic() - started:.0f} s")
         return 0
@@ -211,52 +221,79 @@ def _run_dag(env: dict[str, str], dags: Path, log_path: Path) -> dict[str, Any]:
     )
 
 
-def _report(console: Any, facade: Any, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _report(
+    console: Any, facade: Any, run_ids: list[str], *, tables_for: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Print the decision tables of the run ``tables_for``, or (None) the summary of all runs."""
     from rich.table import Table
 
-    decisions = [d for d in facade.list_decisions(limit=None) if d.get("run_id") == run_id]
-    decisions.sort(key=lambda d: d["id"])
-    runs = [r for r in facade.list_runs(source="observed", limit=None) if r.get("run_id") == run_id]
-    for d in decisions:
-        table = Table(
-            "scale-out", "predicted (s)", "band (s)", "meets target", "node-hours", title=_decision_title(d)
-        )
-        for c in sorted(d["candidates"], key=lambda c: c["scale_out"]):
-            chosen = c["scale_out"] == d["chosen_scale_out"]
-            mark = "[bold green]" if chosen else ""
-            band = f"{_num(c.get('lower_s'))} – {_num(c.get('upper_s'))}"
-            table.add_row(
-                f"{mark}{c['scale_out']}{' ◀' if chosen else ''}",
-                _num(c.get("predicted_s")),
-                band,
-                "yes" if c.get("meets_target") else "no",
-                f"{c['node_hours']:.4f}" if c.get("node_hours") is not None else "–",
+    order = {run_id: i for i, run_id in enumerate(run_ids)}
+    decisions = [d for d in facade.list_decisions(limit=None) if d.get("run_id") in order]
+    decisions.sort(key=lambda d: (order[d["run_id"]], d["id"]))
+    runs = [r for r in facade.list_runs(source="observed", limit=None) if r.get("run_id") in order]
+    by_decision = {r.get("decision_id"): r for r in runs}
+    if tables_for is not None:
+        for d in (d for d in decisions if d["run_id"] == tables_for):
+            table = Table(
+                "scale-out",
+                "predicted (s)",
+                "band (s)",
+                "meets target",
+                "node-hours",
+                title=_decision_title(d),
             )
-        if not d["candidates"]:
-            table.add_row(str(d["chosen_scale_out"]), "–", "–", "–", "–")
-        console.print(table)
-        console.print(f"  reason: {d['reason']}")
-        if d.get("fallback_reason"):
-            console.print(f"  fallback: {d['fallback_reason']}")
+            for c in sorted(d["candidates"], key=lambda c: c["scale_out"]):
+                chosen = c["scale_out"] == d["chosen_scale_out"]
+                mark = "[bold green]" if chosen else ""
+                table.add_row(
+                    f"{mark}{c['scale_out']}{' ◀' if chosen else ''}",
+                    _num(c.get("predicted_s")),
+                    f"{_num(c.get('lower_s'))} – {_num(c.get('upper_s'))}",
+                    "yes" if c.get("meets_target") else "no",
+                    f"{c['node_hours']:.4f}" if c.get("node_hours") is not None else "–",
+                )
+            console.print(table)
+            console.print(f"  reason: {d['reason']}")
+            if d.get("fallback_reason"):
+                console.print(f"  note: {d['fallback_reason']}")
+            run = by_decision.get(d["id"])
+            if run is not None:
+                console.print(
+                    f"  recorded: run {run['id']}, {run['status']}, {run['runtime_s']:.1f} s at scale-out "
+                    f"{run['scale_out']} (Spark app {run.get('external_id') or '–'})"
+                )
+        return decisions, runs
     table = Table(
+        "launch",
         "task",
-        "job type",
-        "scale-out",
-        "runtime (s)",
+        "model",
+        "chosen",
+        "predicted (s)",
+        "observed (s)",
+        "error",
         "status",
         "Spark app",
-        "decision",
-        title="recorded runs",
+        title="recorded runs (written back by the operator)",
     )
-    for r in sorted(runs, key=lambda r: r["id"]):
+    for d in decisions:
+        run = by_decision.get(d["id"])
+        chosen = next((c for c in d["candidates"] if c["scale_out"] == d["chosen_scale_out"]), None)
+        predicted = chosen.get("predicted_s") if chosen else None
+        error = (
+            f"{(predicted - run['runtime_s']) / run['runtime_s']:+.0%}"
+            if run is not None and predicted
+            else "–"
+        )
         table.add_row(
-            r["task_id"],
-            r["job_type"],
-            str(r["scale_out"]),
-            f"{r['runtime_s']:.1f}",
-            r["status"],
-            r.get("external_id") or "–",
-            str(r.get("decision_id") or "–"),
+            str(order[d["run_id"]] + 1),
+            str(d.get("task_id")),
+            d.get("model_version") or "default",
+            str(d["chosen_scale_out"]),
+            _num(predicted),
+            f"{run['runtime_s']:.1f}" if run else "–",
+            error,
+            run["status"] if run else "not recorded",
+            (run or {}).get("external_id") or "–",
         )
     console.print(table)
     return decisions, runs
