@@ -137,3 +137,9 @@ def test_sizing_drives_emr_and_databricks_requests(
     assert sorted(runs) == ["databricks_grep", "emr_sort"]
     assert runs["emr_sort"]["scale_out"] == sort_decision["chosen_scale_out"]
     assert runs["databricks_grep"]["scale_out"] == 4
+
+
+def test_every_example_dag_file_imports(airflow_db: str) -> None:
+    from tests.fixtures.airflow import example_import_errors
+
+    assert example_import_errors() == {}
