@@ -294,13 +294,22 @@ class BellamySizingMixin:
         def downstream(task_id: str) -> list[str]:
             return sorted(dag.get_task(task_id).downstream_task_ids)
 
+        store_failed: list[str] = []
+
         def duration_of(task_id: str) -> float | None:
-            if facade is None:
+            # after one failure the store is not asked again: a dead store would otherwise
+            # cost one connect timeout per downstream task
+            if facade is None or store_failed:
                 return None
             try:
-                return recorded_task_duration(facade, dag.dag_id, task_id)
+                return _run_with_timeout(
+                    lambda: recorded_task_duration(facade, dag.dag_id, task_id),
+                    self._bellamy_store_hook().connect_timeout_s + 5.0,
+                    "reading recorded task durations",
+                )
             except Exception as exc:  # a reserve estimate must not stop the launch
-                self.log.warning("Bellamy: no recorded duration for %s (%s)", task_id, exc)
+                store_failed.append(str(exc))
+                self.log.warning("Bellamy: recorded durations unavailable (%s); default reserves used", exc)
                 return None
 
         return deadlines.downstream_reserve(

@@ -170,3 +170,64 @@ def test_bad_arguments_fail_at_parse_time(kwargs: dict[str, Any], field: str) ->
     with pytest.raises(InvalidInputError) as err:
         _op(**kwargs)
     assert err.value.field == field
+
+
+def _chain_dag(**size_kwargs: Any) -> Any:
+    """size → load → publish, and size → audit: the reserve is the longer branch."""
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+
+    with DAG("d", schedule=None, start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)) as dag:
+        size = _op(**size_kwargs)
+        load, publish, audit = (EmptyOperator(task_id=t) for t in ("load", "publish", "audit"))
+        size >> load >> publish
+        size >> audit
+    return dag
+
+
+def test_auto_reserve_from_recorded_durations(bellamy_store: Any) -> None:
+    rows = []
+    for i, seconds in enumerate(range(10, 101, 10)):  # publish: 10 … 100 s, p90 (nearest rank) = 90
+        rows.append({"task_id": "publish", "runtime_s": float(seconds), "try_number": 1, "run_id": f"r{i}"})
+    rows.append({"task_id": "load", "runtime_s": 40.0, "try_number": 1, "run_id": "r0"})
+    rows.append({"task_id": "audit", "runtime_s": 500.0, "try_number": 1, "run_id": "r0", "status": "failed"})
+    bellamy_store.record_runs(
+        [{"job_type": "etl", "framework": "spark", "scale_out": 1, "dag_id": "d", **r} for r in rows]
+    )
+    deadline = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    dag = _chain_dag(
+        deadline=deadline.isoformat(), reserve="auto", default_task_reserve=5, default_scale_out=2
+    )
+    op = dag.get_task("size")
+    decision = op.execute(_context(op))
+    target = decision["target"]
+    # load (40) + publish (p90 = 90) = 130 beats audit (only a failed run: no duration → 5 s default)
+    assert target["reserve_s"] == 130
+    assert target["unknown_reserve_tasks"] == ["audit"]
+    assert 3600 - 130 - 60 < decision["target_s"] <= 3600 - 130
+
+
+def test_auto_reserve_with_a_hung_store_does_not_wait_per_task(
+    silent_server: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"postgresql+psycopg://bellamy@127.0.0.1:{silent_server}/bellamy"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BELLAMY_HUNG",
+        connection_json("bellamy", extra={"store_url": url, "connect_timeout": 1}),
+    )
+    deadline = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    dag = _chain_dag(
+        bellamy_conn_id="bellamy_hung",
+        deadline=deadline.isoformat(),
+        reserve="auto",
+        default_task_reserve=60,
+        default_scale_out=1,
+    )
+    op = dag.get_task("size")
+    start = time.monotonic()
+    decision = op.execute(_context(op))
+    elapsed = time.monotonic() - start
+    assert decision["chosen_scale_out"] == 1 and decision["fallback_reason"]
+    assert decision["target"]["reserve_s"] == 120  # two default-cost tasks on the longest path
+    assert sorted(decision["target"]["unknown_reserve_tasks"]) == ["audit", "load", "publish"]
+    assert elapsed < 6, f"{elapsed:.1f} s: the store was asked once per downstream task"
