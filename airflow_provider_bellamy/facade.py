@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -81,28 +79,6 @@ def _cache_put(key: tuple[Any, ...], model: Any) -> None:
         _MODEL_CACHE.move_to_end(key)
         while len(_MODEL_CACHE) > _MODEL_CACHE_SIZE:
             _MODEL_CACHE.popitem(last=False)
-
-
-@contextmanager
-def _single_threaded() -> Iterator[None]:
-    """Run torch on one thread for the online path (fine-tune one context, predict a few points).
-
-    The tensors there are tiny: torch's intra-op thread pool only adds hand-off cost, and on
-    a busy machine it dominates (measured on 2 cores under load: predict_band 13 ms with the
-    default 2 threads, 0.1 ms with one). Training keeps torch's default.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None:  # Ernest or no model: torch is not even loaded
-        yield
-        return
-    previous = torch.get_num_threads()
-    if previous != 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if previous != 1:
-            torch.set_num_threads(previous)
 
 
 def clear_model_cache() -> None:
@@ -630,8 +606,8 @@ class Bellamy:
         ctx: dict[str, Any] = {**req.context, "job_type": req.job_type}
         if req.framework is not None:
             ctx.setdefault("framework", req.framework)
-        with _single_threaded():
-            mean, lower, upper = resolved.model.predict_band(ctx, req.scale_outs, req.confidence)
+        # the model runs torch on one thread itself (tiny tensors: threads only add hand-off cost)
+        mean, lower, upper = resolved.model.predict_band(ctx, req.scale_outs, req.confidence)
         return Prediction(
             job_type=req.job_type,
             scale_outs=list(req.scale_outs),
@@ -696,8 +672,7 @@ class Bellamy:
 
     def _finetune(self, req: _Request, general: ModelVersion, base: Any, ctx_runs: list[Run]) -> _Resolved:
         frame = _runs_frame(ctx_runs)
-        with _single_threaded():
-            tuned_model = base.finetune(frame)
+        tuned_model = base.finetune(frame)
         weights = tuned_model.to_bytes()
 
         def store_it(session: Session) -> ModelVersion:
