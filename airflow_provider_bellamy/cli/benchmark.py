@@ -27,6 +27,15 @@ def register(subparsers: Any) -> None:
     siz.add_argument("--json", dest="json_path", default=None)
     siz.set_defaults(func=_sizing)
 
+    spd = sub.add_parser("speed", help="pre-train, fine-tune, predict and size() latency, in process")
+    spd.add_argument("--samples", type=int, default=200)
+    spd.add_argument("--json", dest="json_path", default=None)
+    spd.set_defaults(func=_speed)
+
+    from airflow_provider_bellamy.benchmarks.overhead import add_parser as add_overhead
+
+    add_overhead(sub)
+
 
 def _progress() -> Any:
     from rich.console import Console
@@ -59,6 +68,17 @@ def _sizing(args: argparse.Namespace) -> int:
         args.dataset, confidence=args.confidence, seeds=seeds, quick=args.quick, progress=_progress()
     )
     render_sizing(report)
+    if args.json_path:
+        write_json(report, args.json_path)
+    return 0
+
+
+def _speed(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.benchmarks.accuracy import write_json
+    from airflow_provider_bellamy.benchmarks.speed import render_speed, run_speed
+
+    report = run_speed(samples=args.samples, progress=_progress())
+    render_speed(report)
     if args.json_path:
         write_json(report, args.json_path)
     return 0

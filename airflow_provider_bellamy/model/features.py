@@ -63,15 +63,20 @@ def encode_value(value: str | float) -> np.ndarray:
     return encode_string(value) if isinstance(value, str) else encode_number(float(value))
 
 
-def scale_out_basis(scale_outs: np.ndarray) -> np.ndarray:
+def scale_out_basis(scale_outs: np.ndarray, steep_floor: float = 1.0) -> np.ndarray:
     """The scale-out basis, one row per n: Ernest's (1, 1/n, log n, n) plus 1/n² and 1/n⁴.
 
     The steep terms carry the super-linear slow-down of small clusters whose working set
     no longer fits in memory: C3O's sgd and kmeans run 3× to 25× slower at 2 nodes than
     at 4, a jump no combination of Ernest's terms can bend to.
+
+    ``steep_floor``: below the smallest scale-out the model was trained on, 1/n⁴ stays at
+    its value there. Fitted on 2..12, the term would otherwise predict another 16× jump
+    from 2 to 1 that no training run supports.
     """
     n = np.asarray(scale_outs, dtype=np.float64)
-    return np.stack([np.ones_like(n), 1.0 / n, 1.0 / n**2, 1.0 / n**4, np.log(n), n], axis=-1)
+    steep = np.maximum(n, steep_floor)
+    return np.stack([np.ones_like(n), 1.0 / n, 1.0 / n**2, 1.0 / steep**4, np.log(n), n], axis=-1)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from airflow_provider_bellamy.model.training import (
     empirical_prior_covariance,
     encode_runs,
     fit_delta,
+    fit_delta_averaged,
     noise_sd_of,
     pick_points,
     quantile_table,
@@ -105,6 +106,10 @@ class RuntimeModel:
         return list(self.schema.properties)
 
     @property
+    def _steep_floor(self) -> float:
+        return float(self.metadata.get("min_scale_out", 1))
+
+    @property
     def is_finetuned(self) -> bool:
         return self.tuned_context is not None
 
@@ -158,6 +163,7 @@ class RuntimeModel:
             "job_types": sorted(set(frame["job_type"])),
             "n_runs": len(frame),
             "n_contexts": int(n_ctx),
+            "min_scale_out": int(frame["scale_out"].min()),
             "newest_run_id": newest,
             "noise_sd": noise_sd,
             "likelihood_sd": likelihood_sd,  # replaced by the calibrated choice when there is one
@@ -200,7 +206,7 @@ class RuntimeModel:
         basis_np = data.basis.cpu().numpy()
         y_np = data.log_y.cpu().numpy()
 
-        def residuals(k: int, prec: torch.Tensor, lik_sd: float, draws: int) -> np.ndarray:
+        def residuals(k: int, cov: torch.Tensor, lik_sd: float, draws: int) -> np.ndarray:
             out: list[np.ndarray] = []
             for _ in range(draws):
                 picks, tests = [], []
@@ -217,13 +223,13 @@ class RuntimeModel:
                     for i, p in enumerate(picks):
                         b[i, : len(p)], yy[i, : len(p)], w[i, : len(p)] = basis_np[p], y_np[p], 1.0
                     b[w == 0] = 1.0
-                    delta = fit_delta(
+                    delta = fit_delta_averaged(
                         h_all,
                         torch.as_tensor(b, device=h_all.device),
                         torch.as_tensor(yy, device=h_all.device),
                         torch.as_tensor(w, device=h_all.device),
                         noise_sd=lik_sd,
-                        prior_precision=prec,
+                        learned_cov=cov,
                     )
                 hh = (h_all + delta).cpu()
                 for i, t in enumerate(tests):
@@ -263,16 +269,14 @@ class RuntimeModel:
             if scores and deadline is not None and time.monotonic() > deadline:
                 break
             lik = likelihood_sd * factor
-            prec = torch.linalg.inv(cov * scale**2)
-            errs = [np.mean(np.abs(np.expm1(residuals(k, prec, lik, 1)))) for k in (1, 2, 3, 5)]
+            errs = [np.mean(np.abs(np.expm1(residuals(k, cov * scale**2, lik, 1)))) for k in (1, 2, 3, 5)]
             scores[(scale, lik)] = float(np.mean(errs))
         prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
         prior_cov = cov * prior_scale**2
-        prec = torch.linalg.inv(prior_cov)
         tables, mre = {}, {}
         draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
         for k in range(MAX_K + 1):
-            r = residuals(k, prec, lik_sd, draws)
+            r = residuals(k, prior_cov, lik_sd, draws)
             tables[str(k)] = quantile_table(r)
             mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
         return {
@@ -303,16 +307,18 @@ class RuntimeModel:
         ctx = contexts[0]
         self.schema.check_context(str(ctx["job_type"]), ctx)
         h0 = self._base_h(ctx)  # [M, N_BASIS]
-        basis = torch.as_tensor(scale_out_basis(frame["scale_out"].to_numpy()), dtype=torch.float32)
+        basis = torch.as_tensor(
+            scale_out_basis(frame["scale_out"].to_numpy(), self._steep_floor), dtype=torch.float32
+        )
         log_y = torch.as_tensor(np.log(frame["runtime_s"].to_numpy()), dtype=torch.float32)
         m = h0.shape[0]
-        delta = fit_delta(
+        delta = fit_delta_averaged(
             h0,
             basis.unsqueeze(0).expand(m, -1, -1).to(h0.device),
             log_y.unsqueeze(0).expand(m, -1).to(h0.device),
             torch.ones(m, len(frame), device=h0.device),
             noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
-            prior_precision=self._prior_precision(),
+            learned_cov=self._prior_covariance(),
         )
         tuned = RuntimeModel(
             self.net,
@@ -324,11 +330,11 @@ class RuntimeModel:
         )
         return tuned
 
-    def _prior_precision(self) -> torch.Tensor:
+    def _prior_covariance(self) -> torch.Tensor:
         cov = self.metadata.get("prior_covariance")
         if cov is None:  # a single training context: no out-of-fold data to estimate it from
-            return torch.eye(N_BASIS) / DEFAULT_PRIOR_SD**2
-        return torch.linalg.inv(torch.as_tensor(cov, dtype=torch.float32))
+            return torch.eye(N_BASIS) * DEFAULT_PRIOR_SD**2
+        return torch.as_tensor(cov, dtype=torch.float32)
 
     # ------------------------------------------------------------------ prediction
     def _normalise(self, context: Mapping[str, object]) -> dict[str, str | float]:
@@ -375,7 +381,7 @@ class RuntimeModel:
         h = self._base_h(ctx)
         if self.delta is not None and self.tuned_context is not None and ctx == self.tuned_context:
             h = h + self.delta
-        basis = torch.as_tensor(scale_out_basis(ns), dtype=torch.float32, device=h.device)
+        basis = torch.as_tensor(scale_out_basis(ns, self._steep_floor), dtype=torch.float32, device=h.device)
         with torch.no_grad():
             logs = log_runtime(h.unsqueeze(1), basis.unsqueeze(0))  # [M, S]
         return logs.cpu().numpy().astype(np.float64)

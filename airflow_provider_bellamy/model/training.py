@@ -238,6 +238,78 @@ def isotropic_precision(sd: float, dim: int) -> torch.Tensor:
     return torch.eye(dim) / sd**2
 
 
+# Prior sd of a pure rescaling of the curve (log space), added to the learned covariance.
+# The learned part only knows how contexts of the training data differ; a context from
+# another environment (other hardware, a laptop, a different cluster manager) can be off
+# by a constant factor the training data never showed. One sd = a factor of e.
+RESCALE_PRIOR_SD = 1.0
+
+
+# Prior probability that a context comes from an environment the training data never showed.
+OTHER_ENVIRONMENT_PRIOR = 0.02
+
+
+def other_environment_covariance(learned_cov: torch.Tensor) -> torch.Tensor:
+    """The learned covariance plus a broad rescale direction: along Δ = c·(1, …, 1) every
+    term moves together, i.e. the curve is multiplied by e^c."""
+    ones = torch.ones(learned_cov.shape[0], 1, dtype=learned_cov.dtype)
+    return learned_cov + RESCALE_PRIOR_SD**2 * (ones @ ones.T)
+
+
+def _log_evidence(
+    h0: torch.Tensor,
+    log_phi: torch.Tensor,
+    log_y: torch.Tensor,
+    weight: torch.Tensor,
+    cov: torch.Tensor,
+    noise_sd: float,
+) -> torch.Tensor:
+    """log p(runs | prior) of the model linearised at Δ = 0, per problem: r ~ N(0, J Σ Jᵀ + σ² I)."""
+    logits = h0.unsqueeze(1) + log_phi
+    resid = (log_y - torch.logsumexp(logits, dim=-1)) * weight
+    jac = torch.softmax(logits, dim=-1) * weight.unsqueeze(-1)
+    k = log_y.shape[1]
+    eye = torch.eye(k, dtype=h0.dtype, device=h0.device)
+    # padded points: unit variance, zero residual → they add nothing
+    cov_y = jac @ cov.to(h0) @ jac.transpose(1, 2) + eye * (
+        noise_sd**2 * weight.unsqueeze(-1) + (1 - weight).unsqueeze(-1)
+    )
+    chol = torch.linalg.cholesky(cov_y)
+    alpha = torch.cholesky_solve(resid.unsqueeze(-1), chol).squeeze(-1)
+    return -0.5 * (resid * alpha).sum(-1) - torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(-1)
+
+
+def fit_delta_averaged(
+    h0: torch.Tensor,
+    basis: torch.Tensor,
+    log_y: torch.Tensor,
+    weight: torch.Tensor,
+    *,
+    noise_sd: float,
+    learned_cov: torch.Tensor,
+) -> torch.Tensor:
+    """Fine-tuning under two hypotheses, averaged by how well each explains the runs.
+
+    "like the training contexts": the learned prior. "another environment": the learned
+    prior plus a broad rescale (``RESCALE_PRIOR_SD``). A context off by 10× (a laptop, a
+    different cluster) is explained only by the second, and one run rescales the curve;
+    ordinary noise is explained better by the first, and a single noisy run cannot drag
+    the curve away. Weights: prior odds × marginal likelihoods (Bayesian model averaging).
+    """
+    if weight.sum() == 0:
+        return torch.zeros_like(h0)
+    other_cov = other_environment_covariance(learned_cov)
+    fits, log_post = [], []
+    log_phi = torch.log(basis.clamp(min=1e-12))
+    for cov, prior in ((learned_cov, 1 - OTHER_ENVIRONMENT_PRIOR), (other_cov, OTHER_ENVIRONMENT_PRIOR)):
+        fits.append(
+            fit_delta(h0, basis, log_y, weight, noise_sd=noise_sd, prior_precision=torch.linalg.inv(cov))
+        )
+        log_post.append(_log_evidence(h0, log_phi, log_y, weight, cov, noise_sd) + float(np.log(prior)))
+    w = torch.softmax(torch.stack(log_post, dim=-1), dim=-1)  # [B, 2]
+    return w[:, :1] * fits[0] + w[:, 1:] * fits[1]
+
+
 def empirical_prior_covariance(deltas: torch.Tensor, floor_sd: float = 0.02) -> torch.Tensor:
     """Covariance of the head corrections that fully observed contexts needed.
 

@@ -177,3 +177,23 @@ def test_ernest_recovers_known_coefficients() -> None:
                 {"job_type": ["x"] * 2, "framework": "spark", "scale_out": [4, 4], "runtime_s": [1.0, 2.0]}
             )
         )
+
+
+def test_a_context_from_another_environment_is_rescaled_by_one_run(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame
+) -> None:
+    """A laptop-sized grep, 10× off everything the model saw: one observed run must pull the
+    curve there (the "other environment" hypothesis wins), and the scale-out below the
+    training range must not explode."""
+    ctx = {
+        "job_type": "grep", "framework": "spark", "machine_type": "laptop-1c1g", "environment": "local",
+        "cores": 1.0, "memory_mb": 1024.0, "data_size_mb": 20.0, "lines": 200_000.0,
+        "line_length": 80.0, "p_occurrence": 0.3,
+    }  # fmt: skip
+    before = grep_model.predict(ctx, [1, 2, 3])
+    assert before[0] < 4 * before[1]  # 1/n⁴ is floored at the smallest trained scale-out (2)
+    observed = before[1] / 10
+    run = pd.DataFrame([{**ctx, "scale_out": 2, "runtime_s": observed}])
+    after = grep_model.finetune(run).predict(ctx, [1, 2, 3])
+    assert abs(np.log(after[1] / observed)) < 0.5  # within a factor 1.65 of what was seen, from 10×
+    assert np.all(after < before / 3)
