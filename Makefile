@@ -18,6 +18,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
+	bash scripts/setup-services.sh java
 	$(BIN)/bellamy demo
 
 services: $(VENV)/.installed

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs the services the test suite starts on loopback: PostgreSQL (Debian), Java for Spark,
-# and the Flink distribution in its own virtual environment (PyFlink conflicts with pandas 3).
-# Idempotent: a second run installs nothing.
+# Installs what the demo and the tests start on loopback. Idempotent: a second run installs nothing.
+#   setup-services.sh            everything the tests need: Java (Spark), PostgreSQL, Flink
+#   setup-services.sh java       only Java, for `make demo` (Spark ships in the pyspark wheel)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+want="${1:-all}"
 
 apt_updated=0
 apt_install() {
@@ -12,15 +13,15 @@ apt_install() {
     return 0
   fi
   if [ "$apt_updated" = 0 ]; then apt-get update -qq; apt_updated=1; fi
-  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
+
+if ! command -v java >/dev/null 2>&1; then
+  apt_install openjdk-17-jre-headless
+fi
+[ "$want" = java ] && exit 0
 
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   apt_install postgresql
 fi
-if ! command -v java >/dev/null 2>&1; then
-  apt_install openjdk-17-jre-headless
-fi
-if [ -f scripts/setup-flink.sh ]; then
-  bash scripts/setup-flink.sh
-fi
+bash scripts/setup-flink.sh
