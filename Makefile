@@ -7,6 +7,9 @@ UV := $(BIN)/uv
 UV_VERSION := 0.13.8
 # The machines of this project carry the CPU build of torch in /opt/wheels; uv ignores pip's config.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+# The venv's bin first on PATH for every recipe: spark-submit comes with the pyspark wheel there,
+# and Airflow's Spark hook looks for it on PATH.
+export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: demo test lint bench-accuracy bench-sizing lock services clean
 
