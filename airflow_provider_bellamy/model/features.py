@@ -90,13 +90,18 @@ class FeatureSchema:
     def from_contexts(
         cls, job_types: Sequence[str], contexts: Sequence[Mapping[str, object]]
     ) -> FeatureSchema:
+        """Required for a job type: the properties every one of its training runs had AND every
+        training run of any job type had. A property some runs lacked was seen absent in training
+        (the network has a presence input for it), so a context may lack it too; one that no run
+        ever lacked was never seen absent, and a context without it is an error."""
         props: set[str] = set()
         seen: dict[str, list[set[str]]] = {}
         for job, ctx in zip(job_types, contexts, strict=True):
             keys = set(ctx)
             props |= keys
             seen.setdefault(job, []).append(keys)
-        required = {job: sorted(set.intersection(*sets)) for job, sets in seen.items()}
+        everywhere = set.intersection(*(s for sets in seen.values() for s in sets))
+        required = {job: sorted(set.intersection(*sets) & everywhere) for job, sets in seen.items()}
         return cls(properties=sorted(props), required=required)
 
     def to_dict(self) -> dict[str, object]:

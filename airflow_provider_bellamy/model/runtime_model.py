@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 
 FORMAT = "bellamy-runtime-model/2"  # bump when tensors or header change meaning
 DEFAULT_PRIOR_SD = 0.2
+# Calibration keeps the smallest clusters apart: at the smallest trained scale-outs (≤ 1.5 × the
+# minimum) memory pressure makes runtimes erratic (C3O: 3× to 25× jumps at 2 nodes), and one
+# pooled residual table would widen every other scale-out's band by their spread.
+SMALLEST_SCALE_OUT_FACTOR = 1.5
+MIN_BUCKET_RESIDUALS = 20
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
 LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 _CALIBRATION_DRAWS = 4
@@ -206,8 +211,10 @@ class RuntimeModel:
         basis_np = data.basis.cpu().numpy()
         y_np = data.log_y.cpu().numpy()
 
-        def residuals(k: int, cov: torch.Tensor, lik_sd: float, draws: int) -> np.ndarray:
+        def residuals(k: int, cov: torch.Tensor, lik_sd: float, draws: int) -> tuple[np.ndarray, np.ndarray]:
+            """Out-of-fold log residuals at the test runs, and the scale-outs they were at."""
             out: list[np.ndarray] = []
+            at: list[np.ndarray] = []
             for _ in range(draws):
                 picks, tests = [], []
                 for runs in run_ids:
@@ -237,7 +244,10 @@ class RuntimeModel:
                         continue
                     pred = log_runtime(hh[i].expand(len(t), N_BASIS), torch.as_tensor(basis_np[t]))
                     out.append(y_np[t] - pred.numpy())
-            return np.concatenate(out) if out else np.array([])
+                    at.append(data.scale_out[t])
+            if not out:
+                return np.array([]), np.array([])
+            return np.concatenate(out), np.concatenate(at)
 
         # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
         # its runs are known, fitted under a weak prior.
@@ -269,22 +279,29 @@ class RuntimeModel:
             if scores and deadline is not None and time.monotonic() > deadline:
                 break
             lik = likelihood_sd * factor
-            errs = [np.mean(np.abs(np.expm1(residuals(k, cov * scale**2, lik, 1)))) for k in (1, 2, 3, 5)]
+            errs = [np.mean(np.abs(np.expm1(residuals(k, cov * scale**2, lik, 1)[0]))) for k in (1, 2, 3, 5)]
             scores[(scale, lik)] = float(np.mean(errs))
         prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
         prior_cov = cov * prior_scale**2
-        tables, mre = {}, {}
+        tables: dict[str, dict[str, list[float]]] = {}
+        mre = {}
         draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
+        small_max = SMALLEST_SCALE_OUT_FACTOR * float(data.scale_out.min())
         for k in range(MAX_K + 1):
-            r = residuals(k, prior_cov, lik_sd, draws)
-            tables[str(k)] = quantile_table(r)
+            r, at = residuals(k, prior_cov, lik_sd, draws)
+            small = at <= small_max
+            pooled = quantile_table(r)
+            tables[str(k)] = {
+                bucket: quantile_table(r[sel]) if sel.sum() >= MIN_BUCKET_RESIDUALS else pooled
+                for bucket, sel in (("smallest", small), ("others", ~small))
+            }
             mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
         return {
             "prior_scale": prior_scale,
             "prior_covariance": prior_cov.tolist(),
             "likelihood_sd": lik_sd,
             "prior_scores": {f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
-            "calibration": {"quantiles": tables, "n": len(ctx_ids)},
+            "calibration": {"quantiles": tables, "n": len(ctx_ids), "smallest_max_scale_out": small_max},
             "validation_mre": mre,
         }
 
@@ -406,25 +423,36 @@ class RuntimeModel:
         logs = self._member_log_pred(context, scale_outs)
         mean = logs.mean(axis=0)
         points = self.tuned_points if self.tuned_context == ctx else 0
-        lo_q, hi_q = self._residual_quantiles(min(points, MAX_K), confidence)
+        lo_q, hi_q = self._residual_quantiles(min(points, MAX_K), confidence, _scale_outs(scale_outs))
         return np.exp(mean), np.exp(mean + lo_q), np.exp(mean + hi_q)
 
-    def _residual_quantiles(self, k: int, confidence: float) -> tuple[float, float]:
+    def _residual_quantiles(
+        self, k: int, confidence: float, scale_outs: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper log-residual quantiles per scale-out."""
         cal = self.metadata.get("calibration") or {}
-        table = (cal.get("quantiles") or {}).get(str(k)) or []
-        if not table:
+        tables = (cal.get("quantiles") or {}).get(str(k)) or {}
+        if not tables:
             # No out-of-fold data (a single context): a Gaussian band from run noise and
             # the prior width, wider than any calibrated one on purpose.
             from statistics import NormalDist
 
             sd = math.hypot(float(self.metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
             z = NormalDist().inv_cdf(confidence)
-            return -z * sd, z * sd
+            return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
         n = max(int(cal.get("n", 1)), 1)
         # finite-sample conformal correction: level ⌈(n+1)q⌉/n, clipped to the table's range
         level = min(1.0, math.ceil((n + 1) * confidence) / n)
-        hi = float(np.interp(level, QUANTILE_GRID, table))
-        lo = float(np.interp(1.0 - level, QUANTILE_GRID, table))
+        bounds = {
+            bucket: (
+                float(np.interp(1.0 - level, QUANTILE_GRID, t)),
+                float(np.interp(level, QUANTILE_GRID, t)),
+            )
+            for bucket, t in tables.items()
+        }
+        small = scale_outs <= float(cal.get("smallest_max_scale_out", 0.0))
+        lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
+        hi = np.where(small, bounds["smallest"][1], bounds["others"][1])
         return lo, hi
 
     # ------------------------------------------------------------------ persistence

@@ -61,12 +61,18 @@ def test_network_shapes() -> None:
 def test_schema_requires_properties_per_job_type() -> None:
     schema = FeatureSchema.from_contexts(
         ["grep", "grep", "sort"],
-        [{"a": 1.0, "b": "x"}, {"a": 2.0}, {"c": 3.0}],
+        [{"a": 1.0, "b": "x", "d": 1.0}, {"a": 2.0, "d": 2.0}, {"c": 3.0, "d": 1.0}],
     )
-    assert schema.properties == ["a", "b", "c"]
-    assert schema.required == {"grep": ["a"], "sort": ["c"]}
-    schema.check_context("grep", {"a": 5.0})
+    assert schema.properties == ["a", "b", "c", "d"]
+    # "a" is absent on sort's runs, so the network has seen it absent: not required.
+    # "d" was on every run: never seen absent, so required for every job type.
+    assert schema.required == {"grep": ["d"], "sort": ["d"]}
+    one_job = FeatureSchema.from_contexts(["grep", "grep"], [{"a": 1.0, "b": "x"}, {"a": 2.0}])
+    assert one_job.required == {"grep": ["a"]}
+    schema.check_context("grep", {"d": 5.0})
+    with pytest.raises(InvalidInputError, match=r"context\.d"):
+        schema.check_context("grep", {"a": 1.0})
     with pytest.raises(InvalidInputError, match=r"context\.a"):
-        schema.check_context("grep", {"b": "x"})
+        one_job.check_context("grep", {"b": "x"})
     with pytest.raises(UnknownJobTypeError, match="job_type='wordcount'"):
-        schema.check_context("wordcount", {"a": 1.0})
+        schema.check_context("wordcount", {"d": 1.0})
