@@ -980,9 +980,7 @@ def _request(job_type: Any, context: Any, scale_outs: Any, confidence: Any, fram
 
     job = validate_label(job_type, "job_type")
     ctx = normalize_context(context, where="context")
-    if hasattr(scale_outs, "tolist") and not isinstance(scale_outs, (str, bytes)):
-        scale_outs = scale_outs.tolist()  # numpy arrays and pandas Series
-    candidates = sizing.validate_scale_outs(scale_outs)
+    candidates = sizing.validate_scale_outs(scale_outs)  # lists, tuples, ranges, arrays, Series
     conf = sizing.validate_confidence(confidence)
     fw = None if framework is None else validate_label(framework, "framework").lower()
     return _Request(job, ctx, context_fingerprint(job, ctx), candidates, conf, fw)

@@ -9,7 +9,7 @@ the Airflow layers use it while parsing DAG files.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
@@ -73,6 +73,29 @@ def validate_runtime(value: Any, *, field: str = "runtime_s", where: str | None 
     if not math.isfinite(as_float) or as_float <= 0:
         raise InvalidInputError(field, value, "must be a finite number of seconds > 0", where=where)
     return as_float
+
+
+def validate_scale_out_list(values: Any, *, field: str = "scale_outs") -> list[int]:
+    """Candidate scale-outs, in the order given: a non-empty list (or tuple, range, array) of integers >= 1."""
+    if hasattr(values, "tolist") and not isinstance(values, (str, bytes)):
+        values = values.tolist()  # numpy arrays, pandas Series
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Sequence, range)):
+        raise InvalidInputError(field, values, "must be a list of integers >= 1")
+    out = [validate_scale_out(v, field=field) for v in values]
+    if not out:
+        raise InvalidInputError(field, list(values), "must not be empty")
+    return out
+
+
+def validate_confidence(confidence: Any) -> float:
+    """A probability strictly between 0 and 1."""
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not 0 < float(confidence) < 1
+    ):
+        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
+    return float(confidence)
 
 
 def validate_label(value: Any, field: str, *, where: str | None = None) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_provider_bellamy.decisions import OBJECTIVES, Candidate, Prediction, SizingDecision
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import validate_scale_out
+from airflow_provider_bellamy.records import validate_confidence, validate_scale_out, validate_scale_out_list
 
 
 def validate_target(target_s: Any, *, field: str = "target_s") -> float | None:
@@ -28,14 +28,6 @@ def validate_target(target_s: Any, *, field: str = "target_s") -> float | None:
     if not math.isfinite(value) or value <= 0:
         raise InvalidInputError(field, target_s, "must be a finite number of seconds > 0")
     return value
-
-
-def validate_confidence(confidence: Any) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
-        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
-    if not 0 < float(confidence) < 1:
-        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
-    return float(confidence)
 
 
 def validate_objective(objective: Any) -> str:
@@ -58,12 +50,8 @@ def validate_price(price: Any) -> float | None:
 
 
 def validate_scale_outs(scale_outs: Any) -> list[int]:
-    if isinstance(scale_outs, (str, bytes, Mapping)) or not isinstance(scale_outs, Sequence | range):
-        raise InvalidInputError("scale_outs", scale_outs, "must be a list of integers >= 1")
-    values = [validate_scale_out(v, field="scale_outs") for v in scale_outs]
-    if not values:
-        raise InvalidInputError("scale_outs", list(scale_outs), "must not be empty")
-    return sorted(set(values))
+    """Candidate scale-outs, sorted and without repeats (the order of candidates is the policy's)."""
+    return sorted(set(validate_scale_out_list(scale_outs)))
 
 
 def _candidates(prediction: Prediction, target_s: float | None, price: float | None) -> list[Candidate]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from airflow_provider_bellamy.benchmarks.common import (
     K_VALUES,
@@ -59,8 +60,6 @@ def run_accuracy(
         for k in K_VALUES:
             points_all = [p for p, _ in draws[k].values()]
             tests_all = [t for _, t in draws[k].values()]
-            import pandas as pd
-
             extra = pd.concat(points_all) if k else task.held_out.iloc[:0]
             test_frame = pd.concat(tests_all)
             gbm_pred = gbm.fit_predict(extra.drop(columns=["context_id"]), test_frame)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import validate_runs, validate_scale_out
+from airflow_provider_bellamy.records import validate_confidence, validate_runs, validate_scale_out_list
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,18 +80,13 @@ class ErnestModel:
         return cls.fit_points(frame["scale_out"].to_numpy(), frame["runtime_s"].to_numpy(), size)
 
     def predict(self, context: Mapping[str, object] | None, scale_outs: Sequence[int]) -> np.ndarray:
-        ns = np.array([validate_scale_out(v, field="scale_outs") for v in scale_outs], dtype=np.float64)
-        if len(ns) == 0:
-            raise InvalidInputError("scale_outs", [], "must not be empty")
+        ns = np.array(validate_scale_out_list(scale_outs), dtype=np.float64)
         return np.maximum(ernest_features(ns, self.size) @ self.theta, 1e-3)
 
     def predict_band(
         self, context: Mapping[str, object] | None, scale_outs: Sequence[int], confidence: float = 0.9
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-            raise InvalidInputError(
-                "confidence", confidence, "must be a probability strictly between 0 and 1"
-            )
+        confidence = validate_confidence(confidence)
         mean = self.predict(context, scale_outs)
         z = NormalDist().inv_cdf(confidence)
         spread = math.exp(z * self.relative_sd)

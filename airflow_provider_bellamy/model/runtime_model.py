@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import time
@@ -32,7 +31,12 @@ from airflow_provider_bellamy.model.training import (
     single_thread,
     train_ensemble,
 )
-from airflow_provider_bellamy.records import context_columns, validate_runs, validate_scale_out
+from airflow_provider_bellamy.records import (
+    context_columns,
+    validate_confidence,
+    validate_runs,
+    validate_scale_out_list,
+)
 
 if TYPE_CHECKING:
     # pandas only arrives with training data: loading a stored model to predict needs none
@@ -73,11 +77,7 @@ def _training_frame(runs: pd.DataFrame, what: str) -> pd.DataFrame:
 
 
 def _scale_outs(values: Sequence[int]) -> np.ndarray:
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence | np.ndarray):
-        raise InvalidInputError("scale_outs", values, "must be a sequence of integers >= 1")
-    if len(values) == 0:
-        raise InvalidInputError("scale_outs", list(values), "must not be empty")
-    return np.array([validate_scale_out(v, field="scale_outs") for v in values], dtype=np.int64)
+    return np.array(validate_scale_out_list(values), dtype=np.int64)
 
 
 class RuntimeModel:
@@ -415,10 +415,7 @@ class RuntimeModel:
         Split-conformal: quantiles of out-of-fold log residuals measured after fine-tuning
         on as many points as this model was tuned on (up to MAX_K).
         """
-        if not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-            raise InvalidInputError(
-                "confidence", confidence, "must be a probability strictly between 0 and 1"
-            )
+        confidence = validate_confidence(confidence)
         ctx = self._normalise(context)
         logs = self._member_log_pred(context, scale_outs)
         mean = logs.mean(axis=0)
@@ -556,6 +553,4 @@ def _json_default(value: object) -> object:
         return int(value)
     if isinstance(value, (np.floating,)):
         return float(value)
-    if isinstance(value, io.IOBase):
-        raise TypeError("file objects cannot be stored")
     return str(value)

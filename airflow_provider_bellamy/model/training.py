@@ -234,10 +234,6 @@ def fit_delta(
     return delta
 
 
-def isotropic_precision(sd: float, dim: int) -> torch.Tensor:
-    return torch.eye(dim) / sd**2
-
-
 # Prior sd of a pure rescaling of the curve (log space), added to the learned covariance.
 # The learned part only knows how contexts of the training data differ; a context from
 # another environment (other hardware, a laptop, a different cluster manager) can be off
