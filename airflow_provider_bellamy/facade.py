@@ -606,7 +606,6 @@ class Bellamy:
         ctx: dict[str, Any] = {**req.context, "job_type": req.job_type}
         if req.framework is not None:
             ctx.setdefault("framework", req.framework)
-        # the model runs torch on one thread itself (tiny tensors: threads only add hand-off cost)
         mean, lower, upper = resolved.model.predict_band(ctx, req.scale_outs, req.confidence)
         return Prediction(
             job_type=req.job_type,

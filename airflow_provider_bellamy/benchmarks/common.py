@@ -10,7 +10,7 @@ import pandas as pd
 
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import ErnestModel, RuntimeModel, TrainingConfig
-from airflow_provider_bellamy.model.training import pick_points
+from airflow_provider_bellamy.model.calibration import pick_points
 from airflow_provider_bellamy.records import context_columns, context_fingerprint
 
 K_VALUES = (0, 1, 2, 3, 4, 5)

@@ -1,4 +1,4 @@
-"""The Bellamy runtime model: pure torch + numpy/pandas, no Airflow, no SQL.
+"""The Bellamy runtime model: no Airflow, no SQL; torch only to pre-train (numpy predicts and fine-tunes).
 
 Names load on first use, so that importing the package (the façade does, to type its
 answers) costs nothing until a model is really needed.

@@ -3,34 +3,23 @@
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
-from airflow_provider_bellamy.model.features import FeatureSchema, context_of, scale_out_basis
-from airflow_provider_bellamy.model.network import N_BASIS, BellamyNet, log_runtime
-from airflow_provider_bellamy.model.training import (
+from airflow_provider_bellamy.model import inference
+from airflow_provider_bellamy.model.calibration import (
+    DEFAULT_PRIOR_SD,
     MAX_K,
-    QUANTILE_GRID,
-    EncodedRuns,
-    TrainingConfig,
-    context_folds,
-    empirical_prior_covariance,
-    encode_runs,
-    fit_delta,
-    fit_delta_averaged,
-    noise_sd_of,
-    pick_points,
-    quantile_table,
-    single_thread,
-    train_ensemble,
+    calibrate,
+    residual_quantiles,
 )
+from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema, context_of, scale_out_basis
+from airflow_provider_bellamy.model.finetuning import fit_delta_averaged
 from airflow_provider_bellamy.records import (
     context_columns,
     validate_confidence,
@@ -39,19 +28,14 @@ from airflow_provider_bellamy.records import (
 )
 
 if TYPE_CHECKING:
-    # pandas only arrives with training data: loading a stored model to predict needs none
+    # pandas and torch only arrive with training data: a stored model predicts and
+    # fine-tunes with numpy alone (a fresh task process skips a 1-2 s torch import)
     import pandas as pd
 
+    from airflow_provider_bellamy.model.training import EncodedRuns, TrainingConfig
+
 FORMAT = "bellamy-runtime-model/2"  # bump when tensors or header change meaning
-DEFAULT_PRIOR_SD = 0.2
-# Calibration keeps the smallest clusters apart: at the smallest trained scale-outs (≤ 1.5 × the
-# minimum) memory pressure makes runtimes erratic (C3O: 3× to 25× jumps at 2 nodes), and one
-# pooled residual table would widen every other scale-out's band by their spread.
-SMALLEST_SCALE_OUT_FACTOR = 1.5
-MIN_BUCKET_RESIDUALS = 20
-PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
-LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
-_CALIBRATION_DRAWS = 4
+_ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 
 
 def _context_key(ctx: Mapping[str, str | float]) -> str:
@@ -81,25 +65,31 @@ def _scale_outs(values: Sequence[int]) -> np.ndarray:
 
 
 class RuntimeModel:
-    """A Bellamy ensemble, general or fine-tuned to one context."""
+    """A Bellamy ensemble, general or fine-tuned to one context.
+
+    Holds the trained network as numpy arrays (``params``, named like the torch
+    state dict) and its shape (``architecture``); torch is needed to pre-train only.
+    """
 
     def __init__(
         self,
-        net: BellamyNet,
+        params: Mapping[str, np.ndarray],
+        architecture: Mapping[str, int],
         schema: FeatureSchema,
         metadata: dict[str, Any],
         *,
-        delta: torch.Tensor | None = None,
+        delta: np.ndarray | None = None,
         tuned_context: dict[str, str | float] | None = None,
         tuned_points: int = 0,
     ) -> None:
-        self.net = net
+        self.params = dict(params)
+        self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
         self.schema = schema
         self.metadata = metadata
         self.delta = delta
         self.tuned_context = tuned_context
         self.tuned_points = tuned_points
-        self._h_cache: dict[str, torch.Tensor] = {}
+        self._h_cache: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ properties
     @property
@@ -111,12 +101,19 @@ class RuntimeModel:
         return list(self.schema.properties)
 
     @property
+    def members(self) -> int:
+        return self.architecture["n_members"]
+
+    @property
     def _steep_floor(self) -> float:
         return float(self.metadata.get("min_scale_out", 1))
 
     @property
     def is_finetuned(self) -> bool:
         return self.tuned_context is not None
+
+    def _copy(self, **changes: Any) -> RuntimeModel:
+        return RuntimeModel(self.params, self.architecture, self.schema, self.metadata, **changes)
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -129,6 +126,8 @@ class RuntimeModel:
         config: TrainingConfig | None = None,
     ) -> RuntimeModel:
         """Pre-train a general model on runs of one or many job types across contexts."""
+        from airflow_provider_bellamy.model.training import TrainingConfig, single_thread
+
         cfg = config or TrainingConfig()
         if time_budget_s is not None:
             if not (isinstance(time_budget_s, (int, float)) and time_budget_s > 0):
@@ -139,6 +138,13 @@ class RuntimeModel:
 
     @classmethod
     def _pretrain(cls, runs: pd.DataFrame, *, seed: int, cfg: TrainingConfig) -> RuntimeModel:
+        from airflow_provider_bellamy.model.training import (
+            context_folds,
+            encode_runs,
+            noise_sd_of,
+            train_ensemble,
+        )
+
         started = time.monotonic()
         frame = _training_frame(runs, "runs")
         device = cfg.resolve_device()
@@ -155,11 +161,34 @@ class RuntimeModel:
         # training gets 3/4 of a time budget, calibration what is left (it shrinks its search to fit)
         deadline = started + 0.75 * cfg.time_budget_s if cfg.time_budget_s else None
         net, member_stats = train_ensemble(data, folds, seed=seed, config=cfg, deadline=deadline)
-        model = cls(net, schema, {})
+        params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
+        architecture = {
+            "n_members": net.members,
+            "n_properties": net.n_properties,
+            "code": net.code,
+            "hidden": net.hidden,
+        }
+        model = cls(params, architecture, schema, {})
+        runs_np = _RunsArrays(data)
+        h_members = inference.log_weights(params, runs_np.vectors, runs_np.mask)  # [M, C, F]
         noise_sd = noise_sd_of(data)
-        likelihood_sd = max(noise_sd, _training_rms(net, data, folds))
+        likelihood_sd = max(noise_sd, _training_rms(h_members, runs_np, folds))
         cal_deadline = started + 0.95 * cfg.time_budget_s if cfg.time_budget_s else None
-        calibration = model._calibrate(data, folds, likelihood_sd, rng, cal_deadline) if k_folds > 1 else {}
+        calibration = (
+            calibrate(
+                h_members,
+                folds,
+                runs_np.ctx_index,
+                runs_np.basis,
+                runs_np.log_y,
+                runs_np.scale_out,
+                likelihood_sd,
+                rng,
+                cal_deadline,
+            )
+            if k_folds > 1
+            else {}
+        )
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
         model.metadata = {
             "format": FORMAT,
@@ -179,141 +208,11 @@ class RuntimeModel:
         }
         return model
 
-    def _calibrate(
-        self,
-        data: EncodedRuns,
-        folds: list[np.ndarray],
-        likelihood_sd: float,
-        rng: np.random.Generator,
-        deadline: float | None = None,
-    ) -> dict[str, Any]:
-        """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
-
-        Also picks the fine-tuning prior width and likelihood width by out-of-fold error
-        (empirical Bayes on the training data itself, never on the data evaluated later):
-        the likelihood must cover the basis' structural misfit, not only run noise, or a
-        few points on a smooth-looking job drag the curve into interpolating them.
-        """
-        h_oof: list[torch.Tensor] = []
-        ctx_ids: list[int] = []
-        with torch.no_grad():
-            h_members, _ = self.net.log_weights(data.vectors, data.mask)  # [M, C, F]
-            for m, fold in enumerate(folds):
-                if m >= self.net.members or len(fold) == 0:
-                    continue
-                h_oof.append(h_members[m, torch.as_tensor(fold, device=h_members.device)])
-                ctx_ids.extend(int(c) for c in fold)
-        if not ctx_ids:
-            return {}
-        h_all = torch.cat(h_oof)
-        ctx_index = data.ctx_index.cpu().numpy()
-        run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
-        basis_np = data.basis.cpu().numpy()
-        y_np = data.log_y.cpu().numpy()
-
-        def residuals(k: int, cov: torch.Tensor, lik_sd: float, draws: int) -> tuple[np.ndarray, np.ndarray]:
-            """Out-of-fold log residuals at the test runs, and the scale-outs they were at."""
-            out: list[np.ndarray] = []
-            at: list[np.ndarray] = []
-            for _ in range(draws):
-                picks, tests = [], []
-                for runs in run_ids:
-                    p, t = pick_points(data.scale_out[runs], k, rng)
-                    picks.append(runs[p])
-                    tests.append(runs[t])
-                delta = torch.zeros_like(h_all)
-                if k:
-                    kmax = max(len(p) for p in picks)
-                    b = np.zeros((len(picks), kmax, N_BASIS), dtype=np.float32)
-                    yy = np.zeros((len(picks), kmax), dtype=np.float32)
-                    w = np.zeros((len(picks), kmax), dtype=np.float32)
-                    for i, p in enumerate(picks):
-                        b[i, : len(p)], yy[i, : len(p)], w[i, : len(p)] = basis_np[p], y_np[p], 1.0
-                    b[w == 0] = 1.0
-                    delta = fit_delta_averaged(
-                        h_all,
-                        torch.as_tensor(b, device=h_all.device),
-                        torch.as_tensor(yy, device=h_all.device),
-                        torch.as_tensor(w, device=h_all.device),
-                        noise_sd=lik_sd,
-                        learned_cov=cov,
-                    )
-                hh = (h_all + delta).cpu()
-                for i, t in enumerate(tests):
-                    if len(t) == 0:
-                        continue
-                    pred = log_runtime(hh[i].expand(len(t), N_BASIS), torch.as_tensor(basis_np[t]))
-                    out.append(y_np[t] - pred.numpy())
-                    at.append(data.scale_out[t])
-            if not out:
-                return np.array([]), np.array([])
-            return np.concatenate(out), np.concatenate(at)
-
-        # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
-        # its runs are known, fitted under a weak prior.
-        everything = []
-        for runs in run_ids:
-            everything.append(runs)
-        kmax = max(len(r) for r in everything)
-        b = np.ones((len(everything), kmax, N_BASIS), dtype=np.float32)
-        yy = np.zeros((len(everything), kmax), dtype=np.float32)
-        w = np.zeros((len(everything), kmax), dtype=np.float32)
-        for i, r in enumerate(everything):
-            b[i, : len(r)], yy[i, : len(r)], w[i, : len(r)] = basis_np[r], y_np[r], 1.0
-        full = fit_delta(
-            h_all.cpu(),
-            torch.as_tensor(b),
-            torch.as_tensor(yy),
-            torch.as_tensor(w),
-            noise_sd=likelihood_sd,
-            prior_precision=torch.eye(N_BASIS),
-        )
-        cov = empirical_prior_covariance(full)
-        scores: dict[tuple[float, float], float] = {}
-        # the middle of the grid first: if the time budget ends the search early, it has the safest guess
-        grid = sorted(
-            ((p, f) for p in PRIOR_SCALES for f in LIKELIHOOD_FACTORS),
-            key=lambda pf: (abs(np.log(pf[0])) + abs(np.log(pf[1] / 2.0)), pf),
-        )
-        for scale, factor in grid:
-            if scores and deadline is not None and time.monotonic() > deadline:
-                break
-            lik = likelihood_sd * factor
-            errs = [np.mean(np.abs(np.expm1(residuals(k, cov * scale**2, lik, 1)[0]))) for k in (1, 2, 3, 5)]
-            scores[(scale, lik)] = float(np.mean(errs))
-        prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
-        prior_cov = cov * prior_scale**2
-        tables: dict[str, dict[str, list[float]]] = {}
-        mre = {}
-        draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
-        small_max = SMALLEST_SCALE_OUT_FACTOR * float(data.scale_out.min())
-        for k in range(MAX_K + 1):
-            r, at = residuals(k, prior_cov, lik_sd, draws)
-            small = at <= small_max
-            pooled = quantile_table(r)
-            tables[str(k)] = {
-                bucket: quantile_table(r[sel]) if sel.sum() >= MIN_BUCKET_RESIDUALS else pooled
-                for bucket, sel in (("smallest", small), ("others", ~small))
-            }
-            mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
-        return {
-            "prior_scale": prior_scale,
-            "prior_covariance": prior_cov.tolist(),
-            "likelihood_sd": lik_sd,
-            "prior_scores": {f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
-            "calibration": {"quantiles": tables, "n": len(ctx_ids), "smallest_max_scale_out": small_max},
-            "validation_mre": mre,
-        }
-
     # ------------------------------------------------------------------ fine-tuning
     def finetune(self, context_runs: pd.DataFrame) -> RuntimeModel:
         """A copy fine-tuned to the one context of ``context_runs`` (0 rows → the general model)."""
         if getattr(context_runs, "empty", False):
-            return RuntimeModel(self.net, self.schema, self.metadata)
-        with single_thread():
-            return self._finetune(context_runs)
-
-    def _finetune(self, context_runs: pd.DataFrame) -> RuntimeModel:
+            return self._copy()
         frame = _training_frame(context_runs, "context_runs")
         contexts = _frame_contexts(frame)
         keys = {_context_key(c) for c in contexts}
@@ -324,34 +223,25 @@ class RuntimeModel:
         ctx = contexts[0]
         self.schema.check_context(str(ctx["job_type"]), ctx)
         h0 = self._base_h(ctx)  # [M, N_BASIS]
-        basis = torch.as_tensor(
-            scale_out_basis(frame["scale_out"].to_numpy(), self._steep_floor), dtype=torch.float32
-        )
-        log_y = torch.as_tensor(np.log(frame["runtime_s"].to_numpy()), dtype=torch.float32)
+        basis = scale_out_basis(frame["scale_out"].to_numpy(), self._steep_floor)
+        log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
         m = h0.shape[0]
         delta = fit_delta_averaged(
             h0,
-            basis.unsqueeze(0).expand(m, -1, -1).to(h0.device),
-            log_y.unsqueeze(0).expand(m, -1).to(h0.device),
-            torch.ones(m, len(frame), device=h0.device),
+            np.broadcast_to(basis, (m, *basis.shape)),
+            np.broadcast_to(log_y, (m, len(log_y))),
+            np.ones((m, len(log_y))),
             noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
             learned_cov=self._prior_covariance(),
         )
-        tuned = RuntimeModel(
-            self.net,
-            self.schema,
-            self.metadata,
-            delta=delta.detach(),
-            tuned_context=ctx,
-            tuned_points=int(frame["scale_out"].nunique()),
-        )
-        return tuned
+        return self._copy(delta=delta, tuned_context=ctx, tuned_points=int(frame["scale_out"].nunique()))
 
-    def _prior_covariance(self) -> torch.Tensor:
+    def _prior_covariance(self) -> np.ndarray:
         cov = self.metadata.get("prior_covariance")
+        n_basis = self.params["head.bias"].shape[1]
         if cov is None:  # a single training context: no out-of-fold data to estimate it from
-            return torch.eye(N_BASIS) * DEFAULT_PRIOR_SD**2
-        return torch.as_tensor(cov, dtype=torch.float32)
+            return np.eye(n_basis) * DEFAULT_PRIOR_SD**2
+        return np.asarray(cov, dtype=np.float64)
 
     # ------------------------------------------------------------------ prediction
     def _normalise(self, context: Mapping[str, object]) -> dict[str, str | float]:
@@ -374,15 +264,12 @@ class RuntimeModel:
         self.schema.check_context(job, ctx)
         return ctx
 
-    def _base_h(self, ctx: dict[str, str | float]) -> torch.Tensor:
+    def _base_h(self, ctx: dict[str, str | float]) -> np.ndarray:
         key = _context_key(ctx)
         cached = self._h_cache.get(key)
         if cached is None:
             vectors, mask = self.schema.encode([ctx])
-            device = self.net.head.weight.device
-            v, mk = torch.as_tensor(vectors, device=device), torch.as_tensor(mask, device=device)
-            with torch.no_grad():
-                cached = self.net.log_weights(v, mk)[0][:, 0, :]  # [M, N_BASIS]
+            cached = inference.log_weights(self.params, vectors, mask)[:, 0, :]  # [M, N_BASIS]
             if len(self._h_cache) > 1024:
                 self._h_cache.clear()
             self._h_cache[key] = cached
@@ -390,18 +277,11 @@ class RuntimeModel:
 
     def _member_log_pred(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         ctx = self._normalise(context)
-        ns = _scale_outs(scale_outs)
-        with single_thread():
-            return self._log_pred(ctx, ns)
-
-    def _log_pred(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
         h = self._base_h(ctx)
         if self.delta is not None and self.tuned_context is not None and ctx == self.tuned_context:
             h = h + self.delta
-        basis = torch.as_tensor(scale_out_basis(ns, self._steep_floor), dtype=torch.float32, device=h.device)
-        with torch.no_grad():
-            logs = log_runtime(h.unsqueeze(1), basis.unsqueeze(0))  # [M, S]
-        return logs.cpu().numpy().astype(np.float64)
+        basis = scale_out_basis(_scale_outs(scale_outs), self._steep_floor)
+        return inference.log_runtime(h[:, None, :], basis[None, :, :])  # [M, S]
 
     def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
@@ -420,51 +300,21 @@ class RuntimeModel:
         logs = self._member_log_pred(context, scale_outs)
         mean = logs.mean(axis=0)
         points = self.tuned_points if self.tuned_context == ctx else 0
-        lo_q, hi_q = self._residual_quantiles(min(points, MAX_K), confidence, _scale_outs(scale_outs))
+        lo_q, hi_q = residual_quantiles(
+            self.metadata, min(points, MAX_K), confidence, _scale_outs(scale_outs)
+        )
         return np.exp(mean), np.exp(mean + lo_q), np.exp(mean + hi_q)
-
-    def _residual_quantiles(
-        self, k: int, confidence: float, scale_outs: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper log-residual quantiles per scale-out."""
-        cal = self.metadata.get("calibration") or {}
-        tables = (cal.get("quantiles") or {}).get(str(k)) or {}
-        if not tables:
-            # No out-of-fold data (a single context): a Gaussian band from run noise and
-            # the prior width, wider than any calibrated one on purpose.
-            from statistics import NormalDist
-
-            sd = math.hypot(float(self.metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
-            z = NormalDist().inv_cdf(confidence)
-            return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
-        n = max(int(cal.get("n", 1)), 1)
-        # finite-sample conformal correction: level ⌈(n+1)q⌉/n, clipped to the table's range
-        level = min(1.0, math.ceil((n + 1) * confidence) / n)
-        bounds = {
-            bucket: (
-                float(np.interp(1.0 - level, QUANTILE_GRID, t)),
-                float(np.interp(level, QUANTILE_GRID, t)),
-            )
-            for bucket, t in tables.items()
-        }
-        small = scale_outs <= float(cal.get("smallest_max_scale_out", 0.0))
-        lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
-        hi = np.where(small, bounds["smallest"][1], bounds["others"][1])
-        return lo, hi
 
     # ------------------------------------------------------------------ persistence
     def to_bytes(self) -> bytes:
-        from safetensors.torch import save
+        from safetensors.numpy import save
 
-        tensors = {name: value.detach().cpu().contiguous() for name, value in self.net.state_dict().items()}
+        tensors = {name: np.ascontiguousarray(value) for name, value in self.params.items()}
         if self.delta is not None:
-            tensors["delta"] = self.delta.detach().cpu().contiguous()
+            tensors["delta"] = np.ascontiguousarray(self.delta)
         header = {
             "format": FORMAT,
-            "n_members": self.net.members,
-            "n_properties": self.net.n_properties,
-            "code": self.net.code,
-            "hidden": self.net.hidden,
+            **self.architecture,
             "schema": self.schema.to_dict(),
             "metadata": self.metadata,
             "tuned_context": self.tuned_context,
@@ -475,7 +325,7 @@ class RuntimeModel:
     @classmethod
     def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> RuntimeModel:
         from safetensors import SafetensorError
-        from safetensors.torch import load
+        from safetensors.numpy import load
 
         try:
             header_len = int.from_bytes(data[:8], "little")
@@ -498,22 +348,18 @@ class RuntimeModel:
                 f"{source}: model format {header.get('format')!r} is not {FORMAT!r}; retrain with `bellamy train`"
             )
         try:
-            net = BellamyNet(
-                int(header["n_properties"]),
-                members=int(header["n_members"]),
-                code=int(header["code"]),
-                hidden=int(header["hidden"]),
-            )
-            net.load_state_dict({k: v for k, v in tensors.items() if k != "delta"})
-            net.eval()
+            architecture = {k: int(header[k]) for k in _ARCHITECTURE}
+            delta = tensors.pop("delta", None)
+            _check_shapes(tensors, architecture, delta)
             schema = FeatureSchema.from_dict(header["schema"])
-        except (KeyError, RuntimeError, ValueError) as exc:
+        except (KeyError, ValueError, TypeError) as exc:
             raise ModelFileError(f"{source}: model file is inconsistent ({exc})") from None
         return cls(
-            net,
+            tensors,
+            architecture,
             schema,
             header["metadata"],
-            delta=tensors.get("delta"),
+            delta=None if delta is None else delta.astype(np.float64),
             tuned_context=header.get("tuned_context"),
             tuned_points=int(header.get("tuned_points", 0)),
         )
@@ -534,17 +380,54 @@ class RuntimeModel:
         return cls.from_bytes(p.read_bytes(), source=str(p))
 
 
-def _training_rms(net: BellamyNet, data: EncodedRuns, folds: list[np.ndarray]) -> float:
+class _RunsArrays:
+    """The encoded training runs as numpy arrays (calibration works without torch)."""
+
+    def __init__(self, data: EncodedRuns) -> None:
+        self.vectors = data.vectors.cpu().numpy()
+        self.mask = data.mask.cpu().numpy()
+        self.ctx_index = data.ctx_index.cpu().numpy()
+        self.basis = data.basis.cpu().numpy().astype(np.float64)
+        self.log_y = data.log_y.cpu().numpy().astype(np.float64)
+        self.scale_out = np.asarray(data.scale_out)
+
+
+def _check_shapes(
+    tensors: Mapping[str, np.ndarray], arch: Mapping[str, int], delta: np.ndarray | None
+) -> None:
+    """Every layer present with the shape the header's architecture implies."""
+    m, p, code, hidden = arch["n_members"], arch["n_properties"], arch["code"], arch["hidden"]
+    n_basis = int(tensors["head.bias"].shape[-1])
+    ae = int(tensors["enc1.bias"].shape[-1])
+    expected = {
+        "enc1": (PROPERTY_DIM, ae),
+        "enc2": (ae, code),
+        "dec1": (code, ae),
+        "dec2": (ae, PROPERTY_DIM),
+        "body1": (p * (code + 1), hidden),
+        "body2": (hidden, hidden),
+        "head": (hidden, n_basis),
+    }
+    if set(tensors) != {f"{layer}.{kind}" for layer in inference.LAYERS for kind in ("weight", "bias")}:
+        raise ValueError(f"unexpected tensors {sorted(tensors)}")
+    for layer, (d_in, d_out) in expected.items():
+        if tensors[f"{layer}.weight"].shape != (m, d_in, d_out) or tensors[f"{layer}.bias"].shape != (
+            m,
+            d_out,
+        ):
+            raise ValueError(f"layer {layer} has shape {tensors[f'{layer}.weight'].shape}")
+    if delta is not None and delta.shape != (m, n_basis):
+        raise ValueError(f"delta has shape {delta.shape}")
+
+
+def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:
     """RMS log error of the members on their own training runs: the basis' misfit plus noise."""
-    with torch.no_grad():
-        h, _ = net.log_weights(data.vectors, data.mask)
-        err = log_runtime(h[:, data.ctx_index], data.basis.unsqueeze(0)) - data.log_y  # [M, N]
-    ctx = data.ctx_index.cpu().numpy()
+    err = inference.log_runtime(h_members[:, data.ctx_index], data.basis[None]) - data.log_y  # [M, N]
     sq = []
-    for m in range(net.members):
+    for m in range(h_members.shape[0]):
         held = folds[m % len(folds)]
-        train = ~np.isin(ctx, held)
-        sq.append(float((err[m].cpu().numpy()[train] ** 2).mean()))
+        train = ~np.isin(data.ctx_index, held)
+        sq.append(float((err[m][train] ** 2).mean()))
     return float(np.sqrt(np.mean(sq)))
 
 

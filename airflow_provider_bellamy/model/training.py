@@ -1,10 +1,10 @@
-"""Pre-training, fine-tuning and calibration of the Bellamy ensemble.
+"""Pre-training the Bellamy ensemble: the one part of the model that needs torch (autograd).
 
 The ensemble is a K-fold over *contexts*: member m never sees the contexts of fold m,
 so its predictions for them are honest out-of-fold predictions. They serve three
 purposes at once: early stopping, the prior width used by fine-tuning, and the
 split-conformal residuals that make the confidence of a sizing decision mean what it
-says.
+says (``calibration.py``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ import torch
 
 from airflow_provider_bellamy.model.features import FeatureSchema, scale_out_basis
 from airflow_provider_bellamy.model.network import BellamyNet, log_runtime
-
-MAX_K = 5  # fine-tuning sizes the calibration tables cover; more points use MAX_K's table
-QUANTILE_GRID = np.linspace(0.0, 1.0, 201)
 
 
 @dataclass
@@ -194,141 +191,6 @@ def train_ensemble(
         for m in range(m_count)
     ]
     return net, stats
-
-
-def fit_delta(
-    h0: torch.Tensor,
-    basis: torch.Tensor,
-    log_y: torch.Tensor,
-    weight: torch.Tensor,
-    *,
-    noise_sd: float,
-    prior_precision: torch.Tensor,
-    iterations: int = 12,
-) -> torch.Tensor:
-    """MAP estimate of the head correction Δ for a batch of independent problems.
-
-    Fine-tuning the head for ONE context changes its output h = W z + b only through
-    Δh = ΔW z + Δb, so with a pull towards the pre-trained weights it is exactly a
-    Gaussian-prior fit of Δh: Δ ~ N(0, P⁻¹), log runtime ~ N(pred, noise_sd²).
-    Solved by Gauss–Newton, batched.
-
-    h0 [B,F], basis [B,K,F], log_y [B,K], weight [B,K] (0 for padding),
-    prior_precision [F,F] → Δ [B,F].
-    """
-    delta = torch.zeros_like(h0)
-    if weight.sum() == 0:
-        return delta
-    log_phi = torch.log(basis.clamp(min=1e-12))
-    prec = prior_precision.to(h0)
-    inv_noise = 1.0 / noise_sd**2
-    for _ in range(iterations):
-        logits = (h0 + delta).unsqueeze(1) + log_phi  # [B,K,F]
-        pred = torch.logsumexp(logits, dim=-1)  # [B,K]
-        jac = torch.softmax(logits, dim=-1)  # d pred / d delta
-        resid = (pred - log_y) * weight
-        jtj = torch.einsum("bki,bkj,bk->bij", jac, jac, weight) * inv_noise + prec
-        grad = torch.einsum("bki,bk->bi", jac, resid) * inv_noise + delta @ prec
-        step = torch.linalg.solve(jtj, grad.unsqueeze(-1)).squeeze(-1)
-        delta = delta - step
-    return delta
-
-
-# Prior sd of a pure rescaling of the curve (log space), added to the learned covariance.
-# The learned part only knows how contexts of the training data differ; a context from
-# another environment (other hardware, a laptop, a different cluster manager) can be off
-# by a constant factor the training data never showed. One sd = a factor of e.
-RESCALE_PRIOR_SD = 1.0
-
-
-# Prior probability that a context comes from an environment the training data never showed.
-OTHER_ENVIRONMENT_PRIOR = 0.02
-
-
-def other_environment_covariance(learned_cov: torch.Tensor) -> torch.Tensor:
-    """The learned covariance plus a broad rescale direction: along Δ = c·(1, …, 1) every
-    term moves together, i.e. the curve is multiplied by e^c."""
-    ones = torch.ones(learned_cov.shape[0], 1, dtype=learned_cov.dtype)
-    return learned_cov + RESCALE_PRIOR_SD**2 * (ones @ ones.T)
-
-
-def _log_evidence(
-    h0: torch.Tensor,
-    log_phi: torch.Tensor,
-    log_y: torch.Tensor,
-    weight: torch.Tensor,
-    cov: torch.Tensor,
-    noise_sd: float,
-) -> torch.Tensor:
-    """log p(runs | prior) of the model linearised at Δ = 0, per problem: r ~ N(0, J Σ Jᵀ + σ² I)."""
-    logits = h0.unsqueeze(1) + log_phi
-    resid = (log_y - torch.logsumexp(logits, dim=-1)) * weight
-    jac = torch.softmax(logits, dim=-1) * weight.unsqueeze(-1)
-    k = log_y.shape[1]
-    eye = torch.eye(k, dtype=h0.dtype, device=h0.device)
-    # padded points: unit variance, zero residual → they add nothing
-    cov_y = jac @ cov.to(h0) @ jac.transpose(1, 2) + eye * (
-        noise_sd**2 * weight.unsqueeze(-1) + (1 - weight).unsqueeze(-1)
-    )
-    chol = torch.linalg.cholesky(cov_y)
-    alpha = torch.cholesky_solve(resid.unsqueeze(-1), chol).squeeze(-1)
-    return -0.5 * (resid * alpha).sum(-1) - torch.log(torch.diagonal(chol, dim1=1, dim2=2)).sum(-1)
-
-
-def fit_delta_averaged(
-    h0: torch.Tensor,
-    basis: torch.Tensor,
-    log_y: torch.Tensor,
-    weight: torch.Tensor,
-    *,
-    noise_sd: float,
-    learned_cov: torch.Tensor,
-) -> torch.Tensor:
-    """Fine-tuning under two hypotheses, averaged by how well each explains the runs.
-
-    "like the training contexts": the learned prior. "another environment": the learned
-    prior plus a broad rescale (``RESCALE_PRIOR_SD``). A context off by 10× (a laptop, a
-    different cluster) is explained only by the second, and one run rescales the curve;
-    ordinary noise is explained better by the first, and a single noisy run cannot drag
-    the curve away. Weights: prior odds × marginal likelihoods (Bayesian model averaging).
-    """
-    if weight.sum() == 0:
-        return torch.zeros_like(h0)
-    other_cov = other_environment_covariance(learned_cov)
-    fits, log_post = [], []
-    log_phi = torch.log(basis.clamp(min=1e-12))
-    for cov, prior in ((learned_cov, 1 - OTHER_ENVIRONMENT_PRIOR), (other_cov, OTHER_ENVIRONMENT_PRIOR)):
-        fits.append(
-            fit_delta(h0, basis, log_y, weight, noise_sd=noise_sd, prior_precision=torch.linalg.inv(cov))
-        )
-        log_post.append(_log_evidence(h0, log_phi, log_y, weight, cov, noise_sd) + float(np.log(prior)))
-    w = torch.softmax(torch.stack(log_post, dim=-1), dim=-1)  # [B, 2]
-    return w[:, :1] * fits[0] + w[:, 1:] * fits[1]
-
-
-def empirical_prior_covariance(deltas: torch.Tensor, floor_sd: float = 0.02) -> torch.Tensor:
-    """Covariance of the head corrections that fully observed contexts needed.
-
-    Shrunk half-way towards its diagonal (few contexts estimate a 6×6 matrix poorly)
-    and floored, so that it stays invertible.
-    """
-    centred = deltas - deltas.mean(0, keepdim=True)
-    cov = centred.T @ centred / max(deltas.shape[0] - 1, 1)
-    cov = 0.5 * cov + 0.5 * torch.diag(torch.diag(cov))
-    return cov + torch.eye(cov.shape[0]) * floor_sd**2
-
-
-def pick_points(scale_outs: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of one run at each of k distinct random scale-outs, and of the runs at the others."""
-    distinct = np.unique(scale_outs)
-    chosen = rng.choice(distinct, size=min(k, len(distinct)), replace=False) if k else np.array([])
-    picked = np.array([rng.choice(np.flatnonzero(scale_outs == s)) for s in chosen], dtype=np.int64)
-    test = np.flatnonzero(~np.isin(scale_outs, chosen))
-    return picked, test
-
-
-def quantile_table(residuals: np.ndarray) -> list[float]:
-    return [float(v) for v in np.quantile(residuals, QUANTILE_GRID)] if len(residuals) else []
 
 
 def noise_sd_of(data: EncodedRuns) -> float:

@@ -88,10 +88,10 @@ def _run_with_timeout(fn: Any, timeout_s: float, what: str) -> Any:
 
 
 def _prefetch_model_code() -> None:
-    """Start importing the model code (torch) in the background.
+    """Start importing the model code (numpy, safetensors) in the background.
 
-    In a fresh task process that import is most of the sizing time; started first, it
-    overlaps reading the connection, opening the store and resolving the target.
+    Started first, the import overlaps reading the connection, opening the store and
+    resolving the target.
     """
 
     def load() -> None:

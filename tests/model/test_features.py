@@ -76,3 +76,61 @@ def test_schema_requires_properties_per_job_type() -> None:
         one_job.check_context("grep", {"b": "x"})
     with pytest.raises(UnknownJobTypeError, match="job_type='wordcount'"):
         schema.check_context("wordcount", {"d": 1.0})
+
+
+def test_numpy_forward_pass_matches_the_torch_network() -> None:
+    """Prediction and fine-tuning run the numpy copy of the network (no torch at launch):
+    it must compute what training optimised."""
+    from airflow_provider_bellamy.model import inference
+
+    net = BellamyNet(n_properties=3, members=4, seeds=[0, 1, 2, 3])
+    gen = torch.Generator().manual_seed(5)
+    vectors = torch.randn(7, 3, PROPERTY_DIM, generator=gen)
+    mask = torch.tensor([[1.0, 0.0, 1.0]] * 4 + [[1.0, 1.0, 1.0]] * 3)
+    with torch.no_grad():
+        h_torch, _ = net.log_weights(vectors, mask)
+    params = {k: v.numpy() for k, v in net.state_dict().items()}
+    h_numpy = inference.log_weights(params, vectors.numpy(), mask.numpy())
+    np.testing.assert_allclose(h_numpy, h_torch.numpy(), rtol=1e-5, atol=1e-5)
+    basis = scale_out_basis(np.array([2, 4, 8]))
+    np.testing.assert_allclose(
+        inference.log_runtime(h_numpy[:, :, None, :], basis[None, None]),
+        log_runtime(h_torch.unsqueeze(2), torch.as_tensor(basis, dtype=torch.float32).view(1, 1, 3, N_BASIS)),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_launch_path_imports_no_torch() -> None:
+    """Loading a stored model, fine-tuning it and predicting must not import torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np, pandas as pd\n"
+        "from airflow_provider_bellamy.model.runtime_model import RuntimeModel\n"
+        "m = RuntimeModel.from_bytes(sys.stdin.buffer.read())\n"
+        "ctx = {'job_type': 'j', 'size': 100.0}\n"
+        "runs = pd.DataFrame({'job_type': ['j', 'j'], 'framework': ['spark'] * 2, 'scale_out': [2, 4],"
+        " 'runtime_s': [50.0, 30.0], 'size': [100.0, 100.0]})\n"
+        "print(m.finetune(runs).predict_band(ctx, [2, 4, 8], 0.9)[2].round(3).tolist())\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    import pandas as pd
+
+    from airflow_provider_bellamy.model import RuntimeModel, TrainingConfig
+
+    runs = pd.DataFrame(
+        {
+            "job_type": ["j"] * 8,
+            "framework": ["spark"] * 8,
+            "scale_out": [2, 4, 8, 16] * 2,
+            "runtime_s": [100.0, 55.0, 30.0, 20.0, 200.0, 110.0, 60.0, 40.0],
+            "size": [100.0] * 4 + [200.0] * 4,
+        }
+    )
+    model = RuntimeModel.pretrain(runs, config=TrainingConfig(members=2, max_epochs=30, min_epochs=10))
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=model.to_bytes(), capture_output=True, check=False
+    )
+    assert out.returncode == 0, out.stderr.decode()[-2000:]

@@ -1,0 +1,192 @@
+"""Calibration: what fine-tuning should trust, and how wide a band must be, from
+out-of-fold predictions of the pre-trained members (numpy only).
+
+Each member never saw the contexts of its fold, so simulating fine-tuning on k of their
+runs and predicting the rest gives honest residuals: they choose the fine-tuning prior
+and likelihood widths (empirical Bayes) and become split-conformal quantile tables per k,
+which make the confidence of a sizing decision mean what it says.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from airflow_provider_bellamy.model.finetuning import (
+    empirical_prior_covariance,
+    fit_delta,
+    fit_delta_averaged,
+)
+from airflow_provider_bellamy.model.inference import log_runtime
+
+MAX_K = 5  # fine-tuning sizes the calibration tables cover; more points use MAX_K's table
+QUANTILE_GRID = np.linspace(0.0, 1.0, 201)
+DEFAULT_PRIOR_SD = 0.2
+# Calibration keeps the smallest clusters apart: at the smallest trained scale-outs (≤ 1.5 × the
+# minimum) memory pressure makes runtimes erratic (C3O: 3× to 25× jumps at 2 nodes), and one
+# pooled residual table would widen every other scale-out's band by their spread.
+SMALLEST_SCALE_OUT_FACTOR = 1.5
+MIN_BUCKET_RESIDUALS = 20
+PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
+LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
+_CALIBRATION_DRAWS = 4
+
+
+def pick_points(scale_outs: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of one run at each of k distinct random scale-outs, and of the runs at the others."""
+    distinct = np.unique(scale_outs)
+    chosen = rng.choice(distinct, size=min(k, len(distinct)), replace=False) if k else np.array([])
+    picked = np.array([rng.choice(np.flatnonzero(scale_outs == s)) for s in chosen], dtype=np.int64)
+    test = np.flatnonzero(~np.isin(scale_outs, chosen))
+    return picked, test
+
+
+def quantile_table(residuals: np.ndarray) -> list[float]:
+    return [float(v) for v in np.quantile(residuals, QUANTILE_GRID)] if len(residuals) else []
+
+
+def _padded(
+    groups: list[np.ndarray], basis: np.ndarray, log_y: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Batch the runs of each group: (basis [B,K,F], log_y [B,K], weight [B,K]); padding weighs 0."""
+    kmax = max(len(g) for g in groups)
+    b = np.ones((len(groups), kmax, basis.shape[1]))
+    yy = np.zeros((len(groups), kmax))
+    w = np.zeros((len(groups), kmax))
+    for i, g in enumerate(groups):
+        b[i, : len(g)], yy[i, : len(g)], w[i, : len(g)] = basis[g], log_y[g], 1.0
+    return b, yy, w
+
+
+def calibrate(
+    h_members: np.ndarray,
+    folds: list[np.ndarray],
+    ctx_index: np.ndarray,
+    basis: np.ndarray,
+    log_y: np.ndarray,
+    scale_out: np.ndarray,
+    likelihood_sd: float,
+    rng: np.random.Generator,
+    deadline: float | None = None,
+) -> dict[str, Any]:
+    """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
+
+    ``h_members`` [M, C, F]: every member's head output for every training context;
+    runs: ``ctx_index``, ``basis``, ``log_y``, ``scale_out`` [N].
+
+    Also picks the fine-tuning prior width and likelihood width by out-of-fold error
+    (empirical Bayes on the training data itself, never on the data evaluated later):
+    the likelihood must cover the basis' structural misfit, not only run noise, or a
+    few points on a smooth-looking job drag the curve into interpolating them.
+    """
+    h_oof: list[np.ndarray] = []
+    ctx_ids: list[int] = []
+    for m, fold in enumerate(folds):
+        if m >= h_members.shape[0] or len(fold) == 0:
+            continue
+        h_oof.append(h_members[m, fold])
+        ctx_ids.extend(int(c) for c in fold)
+    if not ctx_ids:
+        return {}
+    h_all = np.concatenate(h_oof).astype(np.float64)
+    run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
+
+    def residuals(k: int, cov: np.ndarray, lik_sd: float, draws: int) -> tuple[np.ndarray, np.ndarray]:
+        """Out-of-fold log residuals at the test runs, and the scale-outs they were at."""
+        out: list[np.ndarray] = []
+        at: list[np.ndarray] = []
+        for _ in range(draws):
+            picks, tests = [], []
+            for runs in run_ids:
+                p, t = pick_points(scale_out[runs], k, rng)
+                picks.append(runs[p])
+                tests.append(runs[t])
+            delta = np.zeros_like(h_all)
+            if k:
+                b, yy, w = _padded(picks, basis, log_y)
+                delta = fit_delta_averaged(h_all, b, yy, w, noise_sd=lik_sd, learned_cov=cov)
+            hh = h_all + delta
+            for i, t in enumerate(tests):
+                if len(t) == 0:
+                    continue
+                out.append(log_y[t] - log_runtime(hh[i], basis[t]))
+                at.append(scale_out[t])
+        if not out:
+            return np.array([]), np.array([])
+        return np.concatenate(out), np.concatenate(at)
+
+    # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
+    # its runs are known, fitted under a weak prior.
+    b, yy, w = _padded(run_ids, basis, log_y)
+    full = fit_delta(h_all, b, yy, w, noise_sd=likelihood_sd, prior_precision=np.eye(h_all.shape[1]))
+    cov = empirical_prior_covariance(full)
+    scores: dict[tuple[float, float], float] = {}
+    # the middle of the grid first: if the time budget ends the search early, it has the safest guess
+    grid = sorted(
+        ((p, f) for p in PRIOR_SCALES for f in LIKELIHOOD_FACTORS),
+        key=lambda pf: (abs(np.log(pf[0])) + abs(np.log(pf[1] / 2.0)), pf),
+    )
+    for scale, factor in grid:
+        if scores and deadline is not None and time.monotonic() > deadline:
+            break
+        lik = likelihood_sd * factor
+        held = [residuals(k, cov * scale**2, lik, 1)[0] for k in (1, 2, 3, 5)]
+        # a k no context has enough scale-outs for gives no residuals: it cannot vote
+        errs = [float(np.mean(np.abs(np.expm1(r)))) for r in held if len(r)]
+        scores[(scale, lik)] = float(np.mean(errs)) if errs else 0.0
+    prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
+    prior_cov = cov * prior_scale**2
+    tables: dict[str, dict[str, list[float]]] = {}
+    mre = {}
+    draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
+    small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
+    for k in range(MAX_K + 1):
+        r, at = residuals(k, prior_cov, lik_sd, draws)
+        small = at <= small_max
+        pooled = quantile_table(r)
+        tables[str(k)] = {
+            bucket: quantile_table(r[sel]) if sel.sum() >= MIN_BUCKET_RESIDUALS else pooled
+            for bucket, sel in (("smallest", small), ("others", ~small))
+        }
+        mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
+    return {
+        "prior_scale": prior_scale,
+        "prior_covariance": prior_cov.tolist(),
+        "likelihood_sd": lik_sd,
+        "prior_scores": {f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
+        "calibration": {"quantiles": tables, "n": len(ctx_ids), "smallest_max_scale_out": small_max},
+        "validation_mre": mre,
+    }
+
+
+def residual_quantiles(
+    metadata: Mapping[str, Any], k: int, confidence: float, scale_outs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points."""
+    cal = metadata.get("calibration") or {}
+    tables = (cal.get("quantiles") or {}).get(str(min(k, MAX_K))) or {}
+    if not tables:
+        # No out-of-fold data (a single context): a Gaussian band from run noise and
+        # the prior width, wider than any calibrated one on purpose.
+        sd = math.hypot(float(metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
+        z = NormalDist().inv_cdf(confidence)
+        return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
+    n = max(int(cal.get("n", 1)), 1)
+    # finite-sample conformal correction: level ⌈(n+1)q⌉/n, clipped to the table's range
+    level = min(1.0, math.ceil((n + 1) * confidence) / n)
+    bounds = {
+        bucket: (
+            float(np.interp(1.0 - level, QUANTILE_GRID, t)),
+            float(np.interp(level, QUANTILE_GRID, t)),
+        )
+        for bucket, t in tables.items()
+    }
+    small = scale_outs <= float(cal.get("smallest_max_scale_out", 0.0))
+    lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
+    hi = np.where(small, bounds["smallest"][1], bounds["others"][1])
+    return lo, hi
