@@ -14,6 +14,10 @@ After spark-submit it writes the observed runtime back: the application's own
 duration from the standalone master's ``/json/`` (``completedapps``) or from a
 Spark history server (``history_server_url``), else the submission's wall time.
 A failed submission is recorded as ``failed`` (with its wall time) and re-raised.
+
+With ``wait_for_completion=False`` (standalone masters only) it submits in cluster deploy
+mode, returns the driver id as soon as spark-submit has handed the driver to the master, and
+leaves waiting and recording to a ``BellamyJobSensor(submit_task_id=...)``.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
 from airflow_provider_bellamy.operators.sizing import (
     DEFAULT_SIZING_TIMEOUT_S,
     SIZING_TEMPLATE_FIELDS,
@@ -42,23 +47,64 @@ if TYPE_CHECKING:
 # Standalone ("app-20240101000000-0000"), local ("local-1700000000000") and YARN ids.
 _APP_ID_RE = re.compile(r"\b(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+)\b")
 _LOCAL_RE = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
+# A standalone cluster-mode driver ("driver-20240101000000-0000"), as spark-submit prints it.
+_DRIVER_ID_RE = re.compile(r"\b(driver-\d{14}-\d{4,})\b")
+_LOG_TAIL_LINES = 30
+
+
+class SparkDriverIdMissingError(BellamyError, RuntimeError):
+    """spark-submit ended without printing the standalone driver id of a cluster-mode submission."""
+
+    def __init__(self, command: str, log_tail: str) -> None:
+        self.command = command
+        self.log_tail = log_tail
+        super().__init__(
+            "spark-submit printed no driver id (driver-YYYYMMDDhhmmss-NNNN) for a cluster deploy "
+            "mode submission, so no sensor can follow the job; the master may have refused it, or "
+            "the log level of org.apache.spark.deploy is above INFO.\n"
+            f"Command: {command}\nLast spark-submit output:\n{log_tail or '(none)'}"
+        )
 
 
 class BellamySparkSubmitHook(SparkSubmitHook):
-    """The provider's hook, also noting the application id that spark-submit logs."""
+    """The provider's hook, also noting the application id and the standalone driver id that
+    spark-submit logs, and the last lines it printed (for error messages)."""
 
     bellamy_app_id: str | None = None
+    bellamy_driver_id: str | None = None
+    bellamy_log_tail: deque[str] | None = None
+
+    def bellamy_detach(self) -> None:
+        """Return once spark-submit has handed a cluster-mode driver to a standalone master.
+
+        The provider would then poll the driver until it ends (its operator calls
+        ``_start_driver_status_tracking`` whenever this flag is set); the driver id is noted
+        by ``_process_spark_submit_log`` here instead.
+        """
+        self._should_track_driver_status = False
 
     def _process_spark_submit_log(self, itr: Any) -> None:
+        tail: deque[str] = deque(maxlen=_LOG_TAIL_LINES)
+        self.bellamy_log_tail = tail
+
         def tap(lines: Any) -> Any:
             for line in lines:
+                tail.append(str(line).rstrip())
                 if self.bellamy_app_id is None:
                     match = _APP_ID_RE.search(line)
                     if match:
                         self.bellamy_app_id = match.group(1)
+                if self.bellamy_driver_id is None:
+                    match = _DRIVER_ID_RE.search(line)
+                    if match:
+                        self.bellamy_driver_id = match.group(1)
                 yield line
 
         super()._process_spark_submit_log(tap(itr))
+
+    def bellamy_log_text(self) -> str:
+        """The last lines spark-submit printed, secrets masked."""
+        return "\n".join(self._mask_cmd([line]) for line in (self.bellamy_log_tail or ()))
 
 
 def master_kind(master: str) -> str:
@@ -115,10 +161,16 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
     :param history_server_url: a Spark history server to read the application's
         duration from (``/api/v1/applications/<id>``), e.g. for local or YARN masters.
     :param record: write the observed runtime back (default True).
+    :param wait_for_completion: wait for the application and record it (default). False
+        (standalone ``spark://`` masters only) submits in cluster deploy mode, returns as
+        soon as the master has accepted the driver, records nothing, and returns what a
+        ``BellamyJobSensor(submit_task_id=<this task>)`` needs to wait and record the run:
+        ``job_id`` (the driver id), ``kind``, ``endpoint`` (the master web UI),
+        ``scale_out``, ``decision_id``, ``job_type``, ``properties``, ``started_at``.
 
     Pushes XComs ``bellamy_decision`` (the decision dict) and
     ``spark_submit_command`` (the exact argument list, secrets masked); returns the
-    recorded run as a dict.
+    recorded run as a dict (or, with ``wait_for_completion=False``, the submission).
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, *SIZING_TEMPLATE_FIELDS)
@@ -149,8 +201,23 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         executor_cores: int = 1,
         history_server_url: str | None = None,
         record: bool = True,
+        wait_for_completion: bool = True,
         **kwargs: Any,
     ) -> None:
+        if not isinstance(wait_for_completion, bool):
+            raise InvalidInputError("wait_for_completion", wait_for_completion, "must be True or False")
+        if not wait_for_completion:
+            # Only a cluster-mode driver outlives spark-submit; in client mode the application
+            # is spark-submit's own process, which the operator would have to wait for.
+            deploy_mode = kwargs.get("deploy_mode")
+            if deploy_mode not in (None, "cluster"):
+                raise InvalidInputError(
+                    "deploy_mode",
+                    deploy_mode,
+                    "wait_for_completion=False submits in cluster deploy mode (leave deploy_mode unset "
+                    "or set it to 'cluster')",
+                )
+            kwargs["deploy_mode"] = "cluster"
         for owned in ("num_executors", "total_executor_cores"):
             if kwargs.get(owned) is not None:
                 raise InvalidInputError(
@@ -182,7 +249,10 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         )
         self.executor_cores_per_executor = executor_cores
         self.history_server_url = history_server_url
-        self.record = record
+        # Without waiting there is no runtime to record here; the listener reads this too, so
+        # the submission's wall time is never written back as the job's runtime.
+        self.record = bool(record and wait_for_completion)
+        self.wait_for_completion = wait_for_completion
 
     @classmethod
     def from_config(cls, job: JobConfig, **kwargs: Any) -> BellamySparkSubmitOperator:
@@ -219,6 +289,8 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         # The provider builds its hook with a fixed argument list; swapping the class (it adds
         # no state of its own) keeps every argument the provider passes, now and in later versions.
         hook.__class__ = BellamySparkSubmitHook
+        if not self.wait_for_completion:
+            hook.bellamy_detach()
         if settings["kind"] == "local":
             hook._connection["master"] = settings["master"]
         self._hook = hook
@@ -238,6 +310,8 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         return decision, target, facade, settings, command
 
     def execute(self, context: Context) -> dict[str, Any] | None:
+        if not self.wait_for_completion:
+            return self._submit_detached(context)
         decision, target, facade, settings, command = self.prepare_launch(context)
         scale_out = int(decision.chosen_scale_out)
         hook = self._hook
@@ -290,6 +364,60 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         if error is not None:
             raise error
         return result
+
+    def _submit_detached(self, context: Context) -> dict[str, Any]:
+        """Size, submit in cluster deploy mode and return the driver id without waiting."""
+        from airflow_provider_bellamy.operators.sizing import _coerce_properties
+
+        # Checked before sizing, so a wrong connection stores no decision that never launches.
+        master = str(self._get_hook()._connection["master"])
+        if master_kind(master) != "standalone":
+            raise InvalidInputError(
+                "master",
+                master,
+                f"wait_for_completion=False needs a standalone spark:// master (Spark connection "
+                f"{self._conn_id!r}); wait for completion on this master instead",
+            )
+        decision, target, _facade, settings, command = self.prepare_launch(context)
+        scale_out = int(decision.chosen_scale_out)
+        hook = self._hook
+        assert isinstance(hook, BellamySparkSubmitHook)
+        decision_dict = decision.to_dict()
+        decision_dict["target"] = target.to_dict()
+        ti = context["ti"]
+        ti.xcom_push(key="bellamy_decision", value=decision_dict)
+        ti.xcom_push(key="spark_submit_command", value=command)
+        self.log.info(
+            "Bellamy: submitting %s with %s executor(s) to %s in cluster deploy mode (not waiting)",
+            self.job_type,
+            scale_out,
+            settings["master"],
+        )
+        started_at = dt.datetime.now(dt.timezone.utc)
+        super().execute(context)
+        driver_id = self._driver_id_or_raise(hook, command)
+        endpoint = self._standalone_webui(settings["master"])
+        self.log.info("Bellamy: driver %s submitted; the master's web UI is %s", driver_id, endpoint)
+        return {
+            "job_id": driver_id,
+            "kind": "spark-master",
+            "endpoint": endpoint,
+            "framework": "spark",
+            "master": settings["master"],
+            "deploy_mode": "cluster",
+            "job_type": self.job_type,
+            "scale_out": scale_out,
+            "properties": _coerce_properties(self.properties),
+            "decision_id": decision.decision_id,
+            "started_at": started_at.isoformat(),
+        }
+
+    @staticmethod
+    def _driver_id_or_raise(hook: BellamySparkSubmitHook, command: Sequence[str]) -> str:
+        """The driver id spark-submit printed; without it no sensor could follow the job."""
+        if not hook.bellamy_driver_id:
+            raise SparkDriverIdMissingError(" ".join(command), hook.bellamy_log_text())
+        return hook.bellamy_driver_id
 
     def _record(
         self,

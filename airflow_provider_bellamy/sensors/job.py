@@ -8,10 +8,12 @@ submits nothing, and the run is recorded once (per try, and per cluster job id a
 Poke/reschedule modes poll from a worker; ``deferrable=True`` hands the wait to
 ``BellamyJobTrigger`` and holds no worker slot.
 
-What is recorded comes from, in order: the explicit arguments (``job_type``, ``scale_out``,
-``properties``, ``decision_id``), the XCom of ``submit_task_id`` (a ``BellamyFlinkOperator``
-with ``wait_for_completion=False`` or any task returning ``{"job_id", "parallelism",
-"decision"}``), and the job's own parallelism as the cluster reports it.
+What is watched and recorded comes from, in order: the explicit arguments (``job_id``,
+``kind``, ``endpoint``, ``job_type``, ``scale_out``, ``properties``, ``decision_id``), the
+return value of ``submit_task_id`` (a ``BellamyFlinkOperator`` or ``BellamySparkSubmitOperator``
+with ``wait_for_completion=False``, or any task returning a dict with ``job_id`` and any of
+``kind``, ``endpoint``, ``job_type``, ``scale_out`` / ``parallelism``, ``properties``,
+``decision_id``, ``decision``), and the job's own parallelism as the cluster reports it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.hooks.flink import FlinkJobFailedError, JobEndpointUnreachableError
-from airflow_provider_bellamy.hooks.job_status import validate_endpoint, validate_kind
+from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,11 +43,12 @@ class BellamyJobSensor(BaseSensorOperator):
 
     :param job_id: the Flink job id, Spark application id (``app-…``) or driver id
         (``driver-…``); templated. Default: ``job_id`` from ``submit_task_id``'s XCom.
-    :param kind: ``flink`` | ``spark-master`` | ``spark-history``.
-    :param endpoint: the REST endpoint's base URL (templated); for ``flink`` it defaults to
-        the ``flink_conn_id`` connection.
-    :param submit_task_id: the task that submitted the job; its XCom supplies the job id, the
-        parallelism and the sizing decision.
+    :param kind: ``flink`` | ``spark-master`` | ``spark-history``. Default: ``kind`` from
+        ``submit_task_id``'s XCom, else ``flink``.
+    :param endpoint: the REST endpoint's base URL (templated). Default: ``endpoint`` from
+        ``submit_task_id``'s XCom; for ``flink``, else the ``flink_conn_id`` connection.
+    :param submit_task_id: the task that submitted the job; its return value supplies the job
+        id, kind, endpoint, scale-out, job type, properties and the sizing decision.
     :param record: write the finished job back to the Bellamy store (default True).
     :param fail_on_job_failure: fail the task when the job ended unsuccessfully (after
         recording it as failed).
@@ -61,7 +64,7 @@ class BellamyJobSensor(BaseSensorOperator):
         self,
         *,
         job_id: str | None = None,
-        kind: str = "flink",
+        kind: str | None = None,
         endpoint: str | None = None,
         flink_conn_id: str = "flink_default",
         submit_task_id: str | None = None,
@@ -78,10 +81,10 @@ class BellamyJobSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.kind = validate_kind(kind)
+        self.kind = validate_kind(kind) if kind is not None else None
         if job_id is None and submit_task_id is None:
             raise InvalidInputError("job_id", None, "give job_id or submit_task_id")
-        if self.kind != "flink" and endpoint is None:
+        if submit_task_id is None and self.kind not in (None, "flink") and endpoint is None:
             raise InvalidInputError("endpoint", None, f"kind={self.kind} needs the REST endpoint URL")
         if endpoint is not None and "{{" not in endpoint:
             validate_endpoint(endpoint)
@@ -110,19 +113,33 @@ class BellamyJobSensor(BaseSensorOperator):
         value = context["ti"].xcom_pull(task_ids=self.submit_task_id)
         return dict(value) if isinstance(value, Mapping) else {}
 
-    def _resolve(self, context: Context) -> tuple[str, str]:
-        """(job id, endpoint URL), checked."""
-        job_id = self.job_id or self._submitted(context).get("job_id")
+    def _resolve(self, context: Context) -> tuple[str, str, str]:
+        """(kind, job id, endpoint URL), checked."""
+        submitted = self._submitted(context)
+        source = f"task {self.submit_task_id!r} returned"
+        job_id = self.job_id or submitted.get("job_id")
         if not job_id:
-            raise InvalidInputError(
-                "job_id", job_id, f"none given and task {self.submit_task_id!r} returned no job_id"
-            )
-        endpoint = self.endpoint
+            raise InvalidInputError("job_id", job_id, f"none given and {source} no job_id")
+        kind = self.kind
+        if kind is None:
+            kind = submitted.get("kind") or "flink"
+            if kind not in JOB_KINDS:
+                raise InvalidInputError(
+                    "kind", kind, f"{source} an unknown kind: use one of {list(JOB_KINDS)}"
+                )
+        endpoint = self.endpoint or submitted.get("endpoint")
         if endpoint is None:
+            if kind != "flink":
+                raise InvalidInputError(
+                    "endpoint",
+                    None,
+                    f"kind={kind} needs the REST endpoint URL: give endpoint, or have "
+                    f"task {self.submit_task_id!r} return one",
+                )
             from airflow_provider_bellamy.hooks.flink import FlinkHook
 
             endpoint = FlinkHook(self.flink_conn_id).rest_url
-        return str(job_id), validate_endpoint(endpoint)
+        return str(kind), str(job_id), validate_endpoint(endpoint)
 
     def _bellamy_store_hook(self) -> Any:
         from airflow_provider_bellamy.hooks.bellamy import BellamyHook
@@ -141,15 +158,15 @@ class BellamyJobSensor(BaseSensorOperator):
         from airflow_provider_bellamy.hooks.job_status import fetch_status
         from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
 
-        job_id, endpoint = self._resolve(context)
-        status = fetch_status(self.kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        kind, job_id, endpoint = self._resolve(context)
+        status = fetch_status(kind, job_id, endpoint, timeout_s=self.request_timeout_s)
         if status.terminal:  # nothing to wait for: no trigger round trip
             return self._complete(context, status)
         timeout = dt.timedelta(seconds=float(self.timeout)) if self.timeout else None
         deadline_at = (dt.datetime.now(dt.timezone.utc) + timeout).isoformat() if timeout else None
         self.defer(
             trigger=BellamyJobTrigger(
-                kind=self.kind,
+                kind=kind,
                 job_id=job_id,
                 endpoint=endpoint,
                 poll_interval_s=float(self.poke_interval),
@@ -163,9 +180,9 @@ class BellamyJobSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool | PokeReturnValue:
         from airflow_provider_bellamy.hooks.job_status import fetch_status
 
-        job_id, endpoint = self._resolve(context)
-        status = fetch_status(self.kind, job_id, endpoint, timeout_s=self.request_timeout_s)
-        self.log.info("%s job %s is %s", self.kind, job_id, status.state)
+        kind, job_id, endpoint = self._resolve(context)
+        status = fetch_status(kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        self.log.info("%s job %s is %s", kind, job_id, status.state)
         if not status.terminal:
             return False
         return PokeReturnValue(is_done=True, xcom_value=self._complete(context, status))
@@ -175,14 +192,15 @@ class BellamyJobSensor(BaseSensorOperator):
 
         kind = event.get("status")
         if kind == "error":
-            job_id, endpoint = self._resolve(context)
+            _, job_id, endpoint = self._resolve(context)
             if event.get("error_type") == "unreachable":
                 raise JobEndpointUnreachableError(endpoint, str(event.get("error")))
             raise InvalidInputError("job_id", job_id, str(event.get("error")))
         if kind == "timeout":
-            state = (event.get("job") or {}).get("state")
+            job = event.get("job") or {}
             raise TimeoutError(
-                f"{self.kind} job still {state} when the sensor's timeout ({self.timeout} s) ran out"
+                f"{job.get('kind') or self.kind or 'the'} job {job.get('job_id', '')} still "
+                f"{job.get('state')} when the sensor's timeout ({self.timeout} s) ran out"
             )
         return self._complete(context, JobStatus.from_dict(event["job"]))
 
@@ -193,15 +211,20 @@ class BellamyJobSensor(BaseSensorOperator):
 
         submitted = self._submitted(context)
         decision = submitted.get("decision") or {}
-        job_type = self.job_type or decision.get("job_type")
-        scale_out = self.scale_out or submitted.get("parallelism") or decision.get("chosen_scale_out")
-        scale_out = scale_out or status.parallelism
-        properties = self.properties or decision.get("context") or {}
-        decision_id = self.decision_id or decision.get("decision_id")
-        framework = "flink" if self.kind == "flink" else "spark"
+        job_type = self.job_type or submitted.get("job_type") or decision.get("job_type")
+        scale_out = (
+            self.scale_out
+            or submitted.get("scale_out")
+            or submitted.get("parallelism")
+            or decision.get("chosen_scale_out")
+            or status.parallelism
+        )
+        properties = self.properties or submitted.get("properties") or decision.get("context") or {}
+        decision_id = self.decision_id or submitted.get("decision_id") or decision.get("decision_id")
+        framework = "flink" if status.kind == "flink" else "spark"
         self.log.info(
             "%s job %s ended %s: duration %s ms (%s → %s)",
-            self.kind,
+            status.kind,
             status.job_id,
             status.state,
             status.duration_ms,
@@ -209,7 +232,7 @@ class BellamyJobSensor(BaseSensorOperator):
             status.ended_at,
         )
         if not status.succeeded and status.cause:
-            self.log.error("%s job %s failure cause:\n%s", self.kind, status.job_id, status.cause)
+            self.log.error("%s job %s failure cause:\n%s", status.kind, status.job_id, status.cause)
         row_id = None
         if self.record:
             if not job_type:
