@@ -220,8 +220,9 @@ class RuntimeModel:
             raise InvalidInputError(
                 "context_runs", f"{len(keys)} contexts", "fine-tuning takes the runs of exactly one context"
             )
-        ctx = contexts[0]
-        self.schema.check_context(str(ctx["job_type"]), ctx)
+        # the model's view of the context, as predict() will see it: properties the model was not
+        # trained with are dropped here too, or the correction would never apply to its own context
+        ctx = self._normalise(contexts[0])
         h0 = self._base_h(ctx)  # [M, N_BASIS]
         basis = scale_out_basis(frame["scale_out"].to_numpy(), self._steep_floor)
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))

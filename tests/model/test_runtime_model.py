@@ -197,3 +197,16 @@ def test_a_context_from_another_environment_is_rescaled_by_one_run(
     after = grep_model.finetune(run).predict(ctx, [1, 2, 3])
     assert abs(np.log(after[1] / observed)) < 0.5  # within a factor 1.65 of what was seen, from 10×
     assert np.all(after < before / 3)
+
+
+def test_finetuning_applies_to_a_context_with_properties_the_model_never_saw(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """A user's context may carry properties no training run had (Bell's job_args): the model
+    ignores them, and the fine-tuned correction must still apply to that context."""
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    extra = ctx_runs.assign(job_args="search one word", runtime_s=ctx_runs["runtime_s"] * 3.0)
+    ctx = extra.iloc[0].to_dict()
+    tuned = grep_model.finetune(extra.iloc[:3])
+    general = grep_model.predict(ctx, [2, 6, 12])
+    assert np.all(tuned.predict(ctx, [2, 6, 12]) > 1.5 * general)  # 3× slower runs moved the curve
