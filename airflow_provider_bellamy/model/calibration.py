@@ -19,8 +19,9 @@ import numpy as np
 
 from airflow_provider_bellamy.model.finetuning import (
     empirical_prior_covariance,
+    fit_context,
     fit_delta,
-    fit_delta_averaged,
+    parametric_log_runtime,
 )
 from airflow_provider_bellamy.model.inference import log_runtime
 
@@ -51,16 +52,23 @@ def quantile_table(residuals: np.ndarray) -> list[float]:
 
 
 def _padded(
-    groups: list[np.ndarray], basis: np.ndarray, log_y: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Batch the runs of each group: (basis [B,K,F], log_y [B,K], weight [B,K]); padding weighs 0."""
+    groups: list[np.ndarray], basis: np.ndarray, log_y: np.ndarray, scale_out: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Batch the runs of each group: (basis [B,K,F], log_y, weight, scale-outs [B,K]); padding
+    weighs 0."""
     kmax = max(len(g) for g in groups)
     b = np.ones((len(groups), kmax, basis.shape[1]))
     yy = np.zeros((len(groups), kmax))
     w = np.zeros((len(groups), kmax))
+    ns = np.ones((len(groups), kmax))
     for i, g in enumerate(groups):
-        b[i, : len(g)], yy[i, : len(g)], w[i, : len(g)] = basis[g], log_y[g], 1.0
-    return b, yy, w
+        b[i, : len(g)], yy[i, : len(g)], w[i, : len(g)], ns[i, : len(g)] = (
+            basis[g],
+            log_y[g],
+            1.0,
+            scale_out[g],
+        )
+    return b, yy, w, ns
 
 
 def calibrate(
@@ -107,14 +115,19 @@ def calibrate(
                 picks.append(runs[p])
                 tests.append(runs[t])
             delta = np.zeros_like(h_all)
+            theta, share = np.zeros((len(h_all), 4)), np.zeros(len(h_all))
             if k:
-                b, yy, w = _padded(picks, basis, log_y)
-                delta = fit_delta_averaged(h_all, b, yy, w, noise_sd=lik_sd, learned_cov=cov)
+                b, yy, w, ns = _padded(picks, basis, log_y, scale_out)
+                fit = fit_context(h_all[:, None, :], b, ns, yy, w, noise_sd=lik_sd, learned_cov=cov)
+                delta, theta, share = fit.delta[:, 0], fit.theta, fit.parametric_weight
             hh = h_all + delta
             for i, t in enumerate(tests):
                 if len(t) == 0:
                     continue
-                out.append(log_y[t] - log_runtime(hh[i], basis[t]))
+                pred = log_runtime(hh[i], basis[t])
+                if share[i] > 0:
+                    pred = (1 - share[i]) * pred + share[i] * parametric_log_runtime(theta[i], scale_out[t])
+                out.append(log_y[t] - pred)
                 at.append(scale_out[t])
         if not out:
             return np.array([]), np.array([])
@@ -122,7 +135,7 @@ def calibrate(
 
     # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
     # its runs are known, fitted under a weak prior.
-    b, yy, w = _padded(run_ids, basis, log_y)
+    b, yy, w, _ = _padded(run_ids, basis, log_y, scale_out)
     full = fit_delta(h_all, b, yy, w, noise_sd=likelihood_sd, prior_precision=np.eye(h_all.shape[1]))
     cov = empirical_prior_covariance(full)
     scores: dict[tuple[float, float], float] = {}

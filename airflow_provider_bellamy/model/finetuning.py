@@ -9,9 +9,12 @@ held-out contexts at once (calibration), without torch.
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
+
 import numpy as np
 
-from airflow_provider_bellamy.model.inference import logsumexp
+from airflow_provider_bellamy.model.inference import log_runtime, logsumexp
 
 # Prior sd of a pure rescaling of the curve (log space), added to the learned covariance.
 # The learned part only knows how contexts of the training data differ; a context from
@@ -133,3 +136,132 @@ def empirical_prior_covariance(deltas: np.ndarray, floor_sd: float = 0.02) -> np
     cov = centred.T @ centred / max(deltas.shape[0] - 1, 1)
     cov = 0.5 * cov + 0.5 * np.diag(np.diag(cov))
     return cov + np.eye(cov.shape[0]) * floor_sd**2
+
+
+# Prior probability that the parametric curve (Ernest's terms, fitted to the context's own runs
+# alone) describes a context better than the network's shape. Low: on contexts like the training
+# data the network's shape wins (C3O: a 2-node memory cliff no 4-term curve bends to); a context
+# from an environment the network never saw (other hardware, 5× the trained scale-outs) can
+# still switch to it when its runs, predicted leave-one-scale-out, clearly say so.
+PARAMETRIC_PRIOR = 0.02
+# With fewer distinct scale-outs a leave-one-out fit of the parametric curve is one or two
+# points: its error says nothing about its shape.
+MIN_SCALE_OUTS_TO_COMPARE = 3
+_SUPPORTS = [s for r in range(1, 5) for s in itertools.combinations(range(4), r)]
+
+
+def parametric_basis(scale_outs: np.ndarray) -> np.ndarray:
+    """Ernest's terms (1, 1/n, log n, n) for one context (its input size is a constant factor)."""
+    n = np.asarray(scale_outs, dtype=np.float64)
+    return np.stack([np.ones_like(n), 1.0 / n, np.log(n), n], axis=-1)
+
+
+def parametric_log_runtime(theta: np.ndarray, scale_outs: np.ndarray) -> np.ndarray:
+    """log runtime of the parametric curve; theta [..., 4] and scale_outs broadcast."""
+    return np.log(np.maximum(np.sum(parametric_basis(scale_outs) * theta, axis=-1), 1e-3))
+
+
+def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Exact non-negative least squares for a batch of tiny problems: x [B,K,P≤4], y, weight [B,K].
+
+    The NNLS optimum is the unconstrained fit on its own support, and every feasible support
+    fit is a candidate: the best feasible one over all supports is the optimum. 15 supports,
+    each solved for the whole batch at once.
+    """
+    b, _, p = x.shape
+    xw = x * weight[..., None]
+    yw = y * weight
+    best = np.zeros((b, p))
+    best_sse = np.full(b, np.inf)
+    for support in _SUPPORTS:
+        cols = list(support)
+        xs = xw[..., cols]
+        scale = np.abs(xs).max(axis=1, keepdims=True)
+        scale[scale == 0] = 1.0
+        theta = np.einsum("bpk,bk->bp", np.linalg.pinv(xs / scale), yw) / scale[:, 0, :]
+        sse = np.sum((np.einsum("bkp,bp->bk", xs, theta) - yw) ** 2, axis=1)
+        # strictly better only: on ties the smaller support (tried first) stays
+        better = np.all(theta >= 0, axis=1) & (sse < best_sse * (1 - 1e-9))
+        best_sse = np.where(better, sse, best_sse)
+        full = np.zeros((b, p))
+        full[:, cols] = theta
+        best = np.where(better[:, None], full, best)
+    return best
+
+
+@dataclass
+class ContextFit:
+    """A fine-tuned context: the network's correction and, blended in, the parametric curve."""
+
+    delta: np.ndarray  # [B, M, F]
+    theta: np.ndarray  # [B, 4] parametric coefficients
+    parametric_weight: np.ndarray  # [B] share of the parametric curve in log space
+
+    def log_runtime(self, h0: np.ndarray, basis: np.ndarray, scale_outs: np.ndarray) -> np.ndarray:
+        """Blended log runtime [B, S] for h0 [B,M,F], basis [B,S,F], scale_outs [B,S]."""
+        network = log_runtime((h0 + self.delta)[:, :, None, :], basis[:, None]).mean(axis=1)
+        w = self.parametric_weight[:, None]
+        if not np.any(w):
+            return network
+        return (1 - w) * network + w * parametric_log_runtime(self.theta[:, None, :], scale_outs)
+
+
+def fit_context(
+    h0: np.ndarray,
+    basis: np.ndarray,
+    scale_outs: np.ndarray,
+    log_y: np.ndarray,
+    weight: np.ndarray,
+    *,
+    noise_sd: float,
+    learned_cov: np.ndarray,
+) -> ContextFit:
+    """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
+    log_y, weight [B,K] (0 = padding).
+
+    The network's correction comes from ``fit_delta_averaged``. Where a context has runs at
+    ≥ MIN_SCALE_OUTS_TO_COMPARE scale-outs, both the tuned network and the parametric curve
+    predict each scale-out's runs from the others' (leave-one-scale-out); their predictive
+    log likelihoods, with the prior odds ``PARAMETRIC_PRIOR``, weigh the two curves
+    (pseudo-Bayesian model averaging).
+    """
+    h0 = np.asarray(h0, dtype=np.float64)
+    b, m, f = h0.shape
+
+    def tune(w: np.ndarray) -> np.ndarray:
+        flat = fit_delta_averaged(
+            h0.reshape(b * m, f),
+            np.repeat(basis, m, axis=0),
+            np.repeat(log_y, m, axis=0),
+            np.repeat(w, m, axis=0),
+            noise_sd=noise_sd,
+            learned_cov=learned_cov,
+        )
+        return flat.reshape(b, m, f)
+
+    delta = tune(weight)
+    x = parametric_basis(scale_outs)
+    theta = fit_nonnegative(x, np.exp(log_y), weight)
+    present = weight > 0
+    levels = [np.unique(scale_outs[i][present[i]]) for i in range(b)]
+    compared = np.array([len(v) >= MIN_SCALE_OUTS_TO_COMPARE for v in levels])
+    share = np.zeros(b)
+    if compared.any():
+        sq_network, sq_parametric = np.zeros(b), np.zeros(b)
+        for j in range(max(len(v) for v in levels)):
+            left = np.array([v[j] if len(v) > j else -1 for v in levels])
+            out = present & (scale_outs == left[:, None]) & compared[:, None]
+            if not out.any():
+                continue
+            rest = weight * ~out
+            network = log_runtime((h0 + tune(rest))[:, :, None, :], basis[:, None]).mean(axis=1)
+            parametric = parametric_log_runtime(
+                fit_nonnegative(x, np.exp(log_y), rest)[:, None, :], scale_outs
+            )
+            sq_network += np.sum(((network - log_y) * out) ** 2, axis=1)
+            sq_parametric += np.sum(((parametric - log_y) * out) ** 2, axis=1)
+        log_odds = (sq_network - sq_parametric) / (2 * noise_sd**2) + np.log(
+            PARAMETRIC_PRIOR / (1 - PARAMETRIC_PRIOR)
+        )
+        share = np.where(compared, 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50))), 0.0)
+    return ContextFit(delta=delta, theta=theta, parametric_weight=share)

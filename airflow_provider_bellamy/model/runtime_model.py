@@ -19,7 +19,7 @@ from airflow_provider_bellamy.model.calibration import (
     residual_quantiles,
 )
 from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema, context_of, scale_out_basis
-from airflow_provider_bellamy.model.finetuning import fit_delta_averaged
+from airflow_provider_bellamy.model.finetuning import fit_context, parametric_log_runtime
 from airflow_provider_bellamy.records import (
     context_columns,
     validate_confidence,
@@ -81,6 +81,8 @@ class RuntimeModel:
         delta: np.ndarray | None = None,
         tuned_context: dict[str, str | float] | None = None,
         tuned_points: int = 0,
+        parametric_theta: np.ndarray | None = None,
+        parametric_weight: float = 0.0,
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
@@ -89,6 +91,9 @@ class RuntimeModel:
         self.delta = delta
         self.tuned_context = tuned_context
         self.tuned_points = tuned_points
+        # the context's own parametric curve and its share (see finetuning.fit_context)
+        self.parametric_theta = parametric_theta
+        self.parametric_weight = float(parametric_weight)
         self._h_cache: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ properties
@@ -224,18 +229,24 @@ class RuntimeModel:
         # trained with are dropped here too, or the correction would never apply to its own context
         ctx = self._normalise(contexts[0])
         h0 = self._base_h(ctx)  # [M, N_BASIS]
-        basis = scale_out_basis(frame["scale_out"].to_numpy(), self._steep_floor)
+        ns = frame["scale_out"].to_numpy()
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
-        m = h0.shape[0]
-        delta = fit_delta_averaged(
-            h0,
-            np.broadcast_to(basis, (m, *basis.shape)),
-            np.broadcast_to(log_y, (m, len(log_y))),
-            np.ones((m, len(log_y))),
+        fit = fit_context(
+            h0[None],
+            scale_out_basis(ns, self._steep_floor)[None],
+            ns[None],
+            log_y[None],
+            np.ones((1, len(log_y))),
             noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
             learned_cov=self._prior_covariance(),
         )
-        return self._copy(delta=delta, tuned_context=ctx, tuned_points=int(frame["scale_out"].nunique()))
+        return self._copy(
+            delta=fit.delta[0],
+            tuned_context=ctx,
+            tuned_points=int(frame["scale_out"].nunique()),
+            parametric_theta=fit.theta[0],
+            parametric_weight=float(fit.parametric_weight[0]),
+        )
 
     def _prior_covariance(self) -> np.ndarray:
         cov = self.metadata.get("prior_covariance")
@@ -276,17 +287,24 @@ class RuntimeModel:
             self._h_cache[key] = cached
         return cached
 
-    def _member_log_pred(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
-        ctx = self._normalise(context)
+    def _log_pred(self, ctx: dict[str, str | float], scale_outs: Sequence[int]) -> np.ndarray:
+        """log seconds per scale-out: the members' mean, blended with the context's parametric
+        curve where fine-tuning found it describes the context's runs better."""
+        ns = _scale_outs(scale_outs)
         h = self._base_h(ctx)
-        if self.delta is not None and self.tuned_context is not None and ctx == self.tuned_context:
+        tuned = self.tuned_context is not None and ctx == self.tuned_context
+        if tuned and self.delta is not None:
             h = h + self.delta
-        basis = scale_out_basis(_scale_outs(scale_outs), self._steep_floor)
-        return inference.log_runtime(h[:, None, :], basis[None, :, :])  # [M, S]
+        basis = scale_out_basis(ns, self._steep_floor)
+        network = inference.log_runtime(h[:, None, :], basis[None, :, :]).mean(axis=0)
+        if tuned and self.parametric_theta is not None and self.parametric_weight > 0:
+            w = self.parametric_weight
+            return (1 - w) * network + w * parametric_log_runtime(self.parametric_theta, ns)
+        return network
 
     def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
-        return np.exp(self._member_log_pred(context, scale_outs).mean(axis=0))
+        return np.exp(self._log_pred(self._normalise(context), scale_outs))
 
     def predict_band(
         self, context: Mapping[str, object], scale_outs: Sequence[int], confidence: float = 0.9
@@ -298,8 +316,7 @@ class RuntimeModel:
         """
         confidence = validate_confidence(confidence)
         ctx = self._normalise(context)
-        logs = self._member_log_pred(context, scale_outs)
-        mean = logs.mean(axis=0)
+        mean = self._log_pred(ctx, scale_outs)
         points = self.tuned_points if self.tuned_context == ctx else 0
         lo_q, hi_q = residual_quantiles(
             self.metadata, min(points, MAX_K), confidence, _scale_outs(scale_outs)
@@ -320,6 +337,9 @@ class RuntimeModel:
             "metadata": self.metadata,
             "tuned_context": self.tuned_context,
             "tuned_points": self.tuned_points,
+            "parametric": None
+            if self.parametric_theta is None
+            else {"theta": [float(v) for v in self.parametric_theta], "weight": self.parametric_weight},
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
 
@@ -353,6 +373,11 @@ class RuntimeModel:
             delta = tensors.pop("delta", None)
             _check_shapes(tensors, architecture, delta)
             schema = FeatureSchema.from_dict(header["schema"])
+            parametric = header.get("parametric")
+            if parametric is not None and (
+                len(parametric["theta"]) != 4 or not 0 <= parametric["weight"] <= 1
+            ):
+                raise ValueError(f"parametric curve {parametric}")
         except (KeyError, ValueError, TypeError) as exc:
             raise ModelFileError(f"{source}: model file is inconsistent ({exc})") from None
         return cls(
@@ -363,6 +388,10 @@ class RuntimeModel:
             delta=None if delta is None else delta.astype(np.float64),
             tuned_context=header.get("tuned_context"),
             tuned_points=int(header.get("tuned_points", 0)),
+            parametric_theta=None
+            if parametric is None
+            else np.asarray(parametric["theta"], dtype=np.float64),
+            parametric_weight=0.0 if parametric is None else float(parametric["weight"]),
         )
 
     def save(self, path: str | Path) -> Path:

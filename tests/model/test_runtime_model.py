@@ -210,3 +210,29 @@ def test_finetuning_applies_to_a_context_with_properties_the_model_never_saw(
     tuned = grep_model.finetune(extra.iloc[:3])
     general = grep_model.predict(ctx, [2, 6, 12])
     assert np.all(tuned.predict(ctx, [2, 6, 12]) > 1.5 * general)  # 3× slower runs moved the curve
+
+
+def test_a_context_unlike_the_training_data_switches_to_its_own_parametric_curve(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """Runs far outside the trained scale-outs, shaped unlike any training context (Bell-like):
+    leave-one-scale-out says the parametric curve predicts them better, and it takes over;
+    the context's own C3O runs keep the network's shape."""
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    ctx = ctx_runs.iloc[0].to_dict()
+
+    def curve(n: np.ndarray) -> np.ndarray:
+        return 90.0 + 3000.0 / n + 5.0 * np.log(n)
+
+    ns = np.array([8, 16, 24, 40, 56])
+    foreign = pd.DataFrame([ctx] * len(ns)).assign(scale_out=ns, runtime_s=curve(ns))
+    tuned = grep_model.finetune(foreign)
+    assert tuned.parametric_weight > 0.9
+    test_ns = [12, 20, 32, 48, 60]
+    err = np.abs(tuned.predict(ctx, test_ns) / curve(np.array(test_ns)) - 1)
+    assert err.max() < 0.05
+    loaded = RuntimeModel.from_bytes(tuned.to_bytes())
+    np.testing.assert_array_equal(loaded.predict(ctx, test_ns), tuned.predict(ctx, test_ns))
+
+    own = pd.concat([ctx_runs[ctx_runs["scale_out"] == n].iloc[:1] for n in (2, 4, 8, 10, 12)])
+    assert grep_model.finetune(own).parametric_weight < 0.5
