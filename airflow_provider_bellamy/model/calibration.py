@@ -155,6 +155,7 @@ def calibrate(
     prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
     prior_cov = cov * prior_scale**2
     tables: dict[str, dict[str, list[float]]] = {}
+    counts: dict[str, dict[str, int]] = {}
     mre = {}
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
@@ -162,17 +163,23 @@ def calibrate(
         r, at = residuals(k, prior_cov, lik_sd, draws)
         small = at <= small_max
         pooled = quantile_table(r)
-        tables[str(k)] = {
-            bucket: quantile_table(r[sel]) if sel.sum() >= MIN_BUCKET_RESIDUALS else pooled
-            for bucket, sel in (("smallest", small), ("others", ~small))
-        }
+        tables[str(k)], counts[str(k)] = {}, {}
+        for bucket, sel in (("smallest", small), ("others", ~small)):
+            own = sel.sum() >= MIN_BUCKET_RESIDUALS
+            tables[str(k)][bucket] = quantile_table(r[sel]) if own else pooled
+            counts[str(k)][bucket] = int(sel.sum()) if own else len(r)
         mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
     return {
         "prior_scale": prior_scale,
         "prior_covariance": prior_cov.tolist(),
         "likelihood_sd": lik_sd,
         "prior_scores": {f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
-        "calibration": {"quantiles": tables, "n": len(ctx_ids), "smallest_max_scale_out": small_max},
+        "calibration": {
+            "quantiles": tables,
+            "counts": counts,
+            "n": len(ctx_ids),
+            "smallest_max_scale_out": small_max,
+        },
         "validation_mre": mre,
     }
 
@@ -189,16 +196,18 @@ def residual_quantiles(
         sd = math.hypot(float(metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
         z = NormalDist().inv_cdf(confidence)
         return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
-    n = max(int(cal.get("n", 1)), 1)
-    # finite-sample conformal correction: level ⌈(n+1)q⌉/n, clipped to the table's range
-    level = min(1.0, math.ceil((n + 1) * confidence) / n)
-    bounds = {
-        bucket: (
+    counts = (cal.get("counts") or {}).get(str(min(k, MAX_K))) or {}
+    bounds = {}
+    for bucket, t in tables.items():
+        # finite-sample conformal correction over the table's residuals: level ⌈(n+1)q⌉/n,
+        # clipped to the table's range. (Counting contexts instead, ~20 per job type, turned a
+        # 90 % band into a 95 % one: measured 95.5 % coverage on C3O's held-out runs.)
+        n = max(int(counts.get(bucket, cal.get("n", 1))), 1)
+        level = min(1.0, math.ceil((n + 1) * confidence) / n)
+        bounds[bucket] = (
             float(np.interp(1.0 - level, QUANTILE_GRID, t)),
             float(np.interp(level, QUANTILE_GRID, t)),
         )
-        for bucket, t in tables.items()
-    }
     small = scale_outs <= float(cal.get("smallest_max_scale_out", 0.0))
     lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
     hi = np.where(small, bounds["smallest"][1], bounds["others"][1])

@@ -196,14 +196,10 @@ class ContextFit:
     delta: np.ndarray  # [B, M, F]
     theta: np.ndarray  # [B, 4] parametric coefficients
     parametric_weight: np.ndarray  # [B] share of the parametric curve in log space
-
-    def log_runtime(self, h0: np.ndarray, basis: np.ndarray, scale_outs: np.ndarray) -> np.ndarray:
-        """Blended log runtime [B, S] for h0 [B,M,F], basis [B,S,F], scale_outs [B,S]."""
-        network = log_runtime((h0 + self.delta)[:, :, None, :], basis[:, None]).mean(axis=1)
-        w = self.parametric_weight[:, None]
-        if not np.any(w):
-            return network
-        return (1 - w) * network + w * parametric_log_runtime(self.theta[:, None, :], scale_outs)
+    # leave-one-scale-out log residuals of the blend, above ``check_above``: their root mean
+    # square and count (0 where not compared); the band is never narrower than they say
+    check_rms: np.ndarray  # [B]
+    check_count: np.ndarray  # [B]
 
 
 def fit_context(
@@ -215,6 +211,7 @@ def fit_context(
     *,
     noise_sd: float,
     learned_cov: np.ndarray,
+    check_above: float = 0.0,
 ) -> ContextFit:
     """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
     log_y, weight [B,K] (0 = padding).
@@ -223,7 +220,8 @@ def fit_context(
     ≥ MIN_SCALE_OUTS_TO_COMPARE scale-outs, both the tuned network and the parametric curve
     predict each scale-out's runs from the others' (leave-one-scale-out); their predictive
     log likelihoods, with the prior odds ``PARAMETRIC_PRIOR``, weigh the two curves
-    (pseudo-Bayesian model averaging).
+    (pseudo-Bayesian model averaging). The blend's own leave-one-scale-out residuals at
+    scale-outs above ``check_above`` are kept as the context's check of its band.
     """
     h0 = np.asarray(h0, dtype=np.float64)
     b, m, f = h0.shape
@@ -245,9 +243,10 @@ def fit_context(
     present = weight > 0
     levels = [np.unique(scale_outs[i][present[i]]) for i in range(b)]
     compared = np.array([len(v) >= MIN_SCALE_OUTS_TO_COMPARE for v in levels])
-    share = np.zeros(b)
+    share, check_rms, check_count = np.zeros(b), np.zeros(b), np.zeros(b, dtype=np.int64)
     if compared.any():
-        sq_network, sq_parametric = np.zeros(b), np.zeros(b)
+        r_network, r_parametric = np.zeros_like(log_y), np.zeros_like(log_y)
+        left_out = np.zeros_like(present)
         for j in range(max(len(v) for v in levels)):
             left = np.array([v[j] if len(v) > j else -1 for v in levels])
             out = present & (scale_outs == left[:, None]) & compared[:, None]
@@ -258,10 +257,18 @@ def fit_context(
             parametric = parametric_log_runtime(
                 fit_nonnegative(x, np.exp(log_y), rest)[:, None, :], scale_outs
             )
-            sq_network += np.sum(((network - log_y) * out) ** 2, axis=1)
-            sq_parametric += np.sum(((parametric - log_y) * out) ** 2, axis=1)
+            r_network = np.where(out, network - log_y, r_network)
+            r_parametric = np.where(out, parametric - log_y, r_parametric)
+            left_out |= out
+        sq_network, sq_parametric = np.sum(r_network**2, axis=1), np.sum(r_parametric**2, axis=1)
         log_odds = (sq_network - sq_parametric) / (2 * noise_sd**2) + np.log(
             PARAMETRIC_PRIOR / (1 - PARAMETRIC_PRIOR)
         )
         share = np.where(compared, 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50))), 0.0)
-    return ContextFit(delta=delta, theta=theta, parametric_weight=share)
+        blend = (1 - share[:, None]) * r_network + share[:, None] * r_parametric
+        checked = left_out & (scale_outs > check_above)
+        check_count = checked.sum(axis=1)
+        check_rms = np.sqrt(np.sum((blend * checked) ** 2, axis=1) / np.maximum(check_count, 1))
+    return ContextFit(
+        delta=delta, theta=theta, parametric_weight=share, check_rms=check_rms, check_count=check_count
+    )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
 
 FORMAT = "bellamy-runtime-model/2"  # bump when tensors or header change meaning
 _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
+# Fewer leave-one-scale-out residuals than this say too little about a context's error to
+# widen its band by.
+MIN_CHECKS = 3
 
 
 def _context_key(ctx: Mapping[str, str | float]) -> str:
@@ -83,6 +88,8 @@ class RuntimeModel:
         tuned_points: int = 0,
         parametric_theta: np.ndarray | None = None,
         parametric_weight: float = 0.0,
+        check_rms: float = 0.0,
+        check_count: int = 0,
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
@@ -94,6 +101,9 @@ class RuntimeModel:
         # the context's own parametric curve and its share (see finetuning.fit_context)
         self.parametric_theta = parametric_theta
         self.parametric_weight = float(parametric_weight)
+        # the context's leave-one-scale-out error: its band is never narrower than it says
+        self.check_rms = float(check_rms)
+        self.check_count = int(check_count)
         self._h_cache: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ properties
@@ -239,6 +249,7 @@ class RuntimeModel:
             np.ones((1, len(log_y))),
             noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
             learned_cov=self._prior_covariance(),
+            check_above=self._smallest_max,
         )
         return self._copy(
             delta=fit.delta[0],
@@ -246,7 +257,13 @@ class RuntimeModel:
             tuned_points=int(frame["scale_out"].nunique()),
             parametric_theta=fit.theta[0],
             parametric_weight=float(fit.parametric_weight[0]),
+            check_rms=float(fit.check_rms[0]),
+            check_count=int(fit.check_count[0]),
         )
+
+    @property
+    def _smallest_max(self) -> float:
+        return float((self.metadata.get("calibration") or {}).get("smallest_max_scale_out", 0.0))
 
     def _prior_covariance(self) -> np.ndarray:
         cov = self.metadata.get("prior_covariance")
@@ -317,10 +334,17 @@ class RuntimeModel:
         confidence = validate_confidence(confidence)
         ctx = self._normalise(context)
         mean = self._log_pred(ctx, scale_outs)
-        points = self.tuned_points if self.tuned_context == ctx else 0
+        tuned = self.tuned_context == ctx
+        ns = _scale_outs(scale_outs)
         lo_q, hi_q = residual_quantiles(
-            self.metadata, min(points, MAX_K), confidence, _scale_outs(scale_outs)
+            self.metadata, min(self.tuned_points if tuned else 0, MAX_K), confidence, ns
         )
+        if tuned and self.check_count >= MIN_CHECKS:
+            # The tables measure contexts like the training data; this context's own
+            # leave-one-scale-out error may say it is not one of them (another environment).
+            z = NormalDist().inv_cdf(confidence) * self.check_rms * math.sqrt(1 + 1 / self.check_count)
+            own = ns > self._smallest_max
+            lo_q, hi_q = np.where(own, np.minimum(lo_q, -z), lo_q), np.where(own, np.maximum(hi_q, z), hi_q)
         return np.exp(mean), np.exp(mean + lo_q), np.exp(mean + hi_q)
 
     # ------------------------------------------------------------------ persistence
@@ -339,7 +363,12 @@ class RuntimeModel:
             "tuned_points": self.tuned_points,
             "parametric": None
             if self.parametric_theta is None
-            else {"theta": [float(v) for v in self.parametric_theta], "weight": self.parametric_weight},
+            else {
+                "theta": [float(v) for v in self.parametric_theta],
+                "weight": self.parametric_weight,
+                "check_rms": self.check_rms,
+                "check_count": self.check_count,
+            },
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
 
@@ -392,6 +421,8 @@ class RuntimeModel:
             if parametric is None
             else np.asarray(parametric["theta"], dtype=np.float64),
             parametric_weight=0.0 if parametric is None else float(parametric["weight"]),
+            check_rms=0.0 if parametric is None else float(parametric.get("check_rms", 0.0)),
+            check_count=0 if parametric is None else int(parametric.get("check_count", 0)),
         )
 
     def save(self, path: str | Path) -> Path:
