@@ -309,18 +309,24 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         command = hook._mask_cmd(hook._build_spark_submit_command(self.application)).split(" ")
         return decision, target, facade, settings, command
 
+    def _prepare_and_publish(self, context: Context) -> tuple[Any, Any, dict[str, Any], list[str]]:
+        """``prepare_launch``, then the XComs every launch pushes: the decision (with its target)
+        and the exact command. Returns (decision, façade or None, executor settings, command)."""
+        decision, target, facade, settings, command = self.prepare_launch(context)
+        decision_dict = decision.to_dict()
+        decision_dict["target"] = target.to_dict()
+        context["ti"].xcom_push(key="bellamy_decision", value=decision_dict)
+        context["ti"].xcom_push(key="spark_submit_command", value=command)
+        return decision, facade, settings, command
+
     def execute(self, context: Context) -> dict[str, Any] | None:
         if not self.wait_for_completion:
             return self._submit_detached(context)
-        decision, target, facade, settings, command = self.prepare_launch(context)
+        decision, facade, settings, _command = self._prepare_and_publish(context)
         scale_out = int(decision.chosen_scale_out)
         hook = self._hook
         assert hook is not None
-        decision_dict = decision.to_dict()
-        decision_dict["target"] = target.to_dict()
         ti = context["ti"]
-        ti.xcom_push(key="bellamy_decision", value=decision_dict)
-        ti.xcom_push(key="spark_submit_command", value=command)
         self.log.info(
             "Bellamy: launching %s with %s executor(s) on %s (%s)",
             self.job_type,
@@ -378,15 +384,10 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 f"wait_for_completion=False needs a standalone spark:// master (Spark connection "
                 f"{self._conn_id!r}); wait for completion on this master instead",
             )
-        decision, target, _facade, settings, command = self.prepare_launch(context)
+        decision, _facade, settings, command = self._prepare_and_publish(context)
         scale_out = int(decision.chosen_scale_out)
         hook = self._hook
         assert isinstance(hook, BellamySparkSubmitHook)
-        decision_dict = decision.to_dict()
-        decision_dict["target"] = target.to_dict()
-        ti = context["ti"]
-        ti.xcom_push(key="bellamy_decision", value=decision_dict)
-        ti.xcom_push(key="spark_submit_command", value=command)
         self.log.info(
             "Bellamy: submitting %s with %s executor(s) to %s in cluster deploy mode (not waiting)",
             self.job_type,

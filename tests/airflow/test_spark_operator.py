@@ -18,15 +18,9 @@ from airflow_provider_bellamy.operators.spark import (
 )
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import spark_job
+from tests.fixtures.spark import LOOPBACK_CONTEXT, spark_job
 
-CONTEXT = {
-    "machine_type": "loopback-1c1g",
-    "cores": 1,
-    "memory_mb": 1024,
-    "data_size_mb": 2.0,
-    "lines": 20000,
-}
+CONTEXT = LOOPBACK_CONTEXT
 
 
 def test_executor_settings_for_each_master() -> None:
