@@ -212,3 +212,12 @@ def residual_quantiles(
     lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
     hi = np.where(small, bounds["smallest"][1], bounds["others"][1])
     return lo, hi
+
+
+def table_scale(metadata: Mapping[str, Any], k: int) -> float:
+    """A robust standard deviation of the k-point residual table above the smallest scale-outs:
+    half the distance between its 16th and 84th percentiles (0 without a table)."""
+    table = (((metadata.get("calibration") or {}).get("quantiles") or {}).get(str(k)) or {}).get("others")
+    if not table:
+        return 0.0
+    return float(np.interp(0.84, QUANTILE_GRID, table) - np.interp(0.16, QUANTILE_GRID, table)) / 2

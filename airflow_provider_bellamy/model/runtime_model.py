@@ -7,7 +7,6 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from airflow_provider_bellamy.model.calibration import (
     MAX_K,
     calibrate,
     residual_quantiles,
+    table_scale,
 )
 from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema, context_of, scale_out_basis
 from airflow_provider_bellamy.model.finetuning import fit_context, parametric_log_runtime
@@ -41,6 +41,9 @@ _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 # Fewer leave-one-scale-out residuals than this say too little about a context's error to
 # widen its band by.
 MIN_CHECKS = 3
+# Weight of the calibration table's error scale against a context's own leave-one-scale-out
+# residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
+PRIOR_CHECKS = 2.0
 
 
 def _context_key(ctx: Mapping[str, str | float]) -> str:
@@ -340,11 +343,18 @@ class RuntimeModel:
             self.metadata, min(self.tuned_points if tuned else 0, MAX_K), confidence, ns
         )
         if tuned and self.check_count >= MIN_CHECKS:
-            # The tables measure contexts like the training data; this context's own
-            # leave-one-scale-out error may say it is not one of them (another environment).
-            z = NormalDist().inv_cdf(confidence) * self.check_rms * math.sqrt(1 + 1 / self.check_count)
-            own = ns > self._smallest_max
-            lo_q, hi_q = np.where(own, np.minimum(lo_q, -z), lo_q), np.where(own, np.maximum(hi_q, z), hi_q)
+            # The tables give the error scale of a typical training context: the prior for this
+            # one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
+            # with PRIOR_CHECKS pseudo-residuals): wider for a context unlike the training data,
+            # tighter for one its runs show to be predictable.
+            prior = table_scale(self.metadata, min(self.tuned_points, MAX_K) - 1)
+            if prior > 0:
+                m = self.check_count
+                factor = math.sqrt(
+                    (PRIOR_CHECKS * prior**2 + m * self.check_rms**2) / ((PRIOR_CHECKS + m) * prior**2)
+                )
+                own = ns > self._smallest_max
+                lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
         return np.exp(mean), np.exp(mean + lo_q), np.exp(mean + hi_q)
 
     # ------------------------------------------------------------------ persistence

@@ -236,3 +236,26 @@ def test_a_context_unlike_the_training_data_switches_to_its_own_parametric_curve
 
     own = pd.concat([ctx_runs[ctx_runs["scale_out"] == n].iloc[:1] for n in (2, 4, 8, 10, 12)])
     assert grep_model.finetune(own).parametric_weight < 0.5
+
+
+def test_a_contexts_band_follows_its_own_leave_one_scale_out_errors(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """The calibration table is the prior for a context's error; runs the tuned curve predicts
+    well tighten the band, runs it cannot predict widen it."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles
+
+    own = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    ctx = own.iloc[0].to_dict()
+    ns = np.array([4, 6, 8, 10, 12])
+    smooth = own.groupby("scale_out")["runtime_s"].median().loc[ns].to_numpy()  # the context's own curve
+    test_ns = [5, 7, 9, 11]
+    table_hi = residual_quantiles(grep_model.metadata, 5, 0.9, np.array(test_ns))[1]
+    widths = {}
+    for name, runtimes in (("smooth", smooth), ("erratic", smooth * np.array([1.5, 0.7, 1.4, 0.65, 1.5]))):
+        tuned = grep_model.finetune(pd.DataFrame([ctx] * 5).assign(scale_out=ns, runtime_s=runtimes))
+        assert tuned.check_count == 5
+        mean, _lo, hi = tuned.predict_band(ctx, test_ns, 0.9)
+        widths[name] = np.log(hi / mean)
+    assert np.all(widths["smooth"] < table_hi)
+    assert np.all(widths["erratic"] > table_hi)
