@@ -196,8 +196,8 @@ class ContextFit:
     delta: np.ndarray  # [B, M, F]
     theta: np.ndarray  # [B, 4] parametric coefficients
     parametric_weight: np.ndarray  # [B] share of the parametric curve in log space
-    # leave-one-scale-out log residuals of the blend, above ``check_above``: their root mean
-    # square and count (0 where not compared); the band is never narrower than they say
+    # leave-one-scale-out log residuals of the blend above ``check_above`` (contexts with runs at
+    # ≥ 2 scale-outs): root mean square and count, the context's own evidence for its band
     check_rms: np.ndarray  # [B]
     check_count: np.ndarray  # [B]
 
@@ -221,7 +221,8 @@ def fit_context(
     predict each scale-out's runs from the others' (leave-one-scale-out); their predictive
     log likelihoods, with the prior odds ``PARAMETRIC_PRIOR``, weigh the two curves
     (pseudo-Bayesian model averaging). The blend's own leave-one-scale-out residuals at
-    scale-outs above ``check_above`` are kept as the context's check of its band.
+    scale-outs above ``check_above`` (from 2 scale-outs on; with 2 the network alone) are kept
+    as the context's check of its band.
     """
     h0 = np.asarray(h0, dtype=np.float64)
     b, m, f = h0.shape
@@ -243,13 +244,15 @@ def fit_context(
     present = weight > 0
     levels = [np.unique(scale_outs[i][present[i]]) for i in range(b)]
     compared = np.array([len(v) >= MIN_SCALE_OUTS_TO_COMPARE for v in levels])
+    # two scale-outs already tell whether the tuned curve predicts one from the other
+    loo = np.array([len(v) >= 2 for v in levels])
     share, check_rms, check_count = np.zeros(b), np.zeros(b), np.zeros(b, dtype=np.int64)
-    if compared.any():
+    if loo.any():
         r_network, r_parametric = np.zeros_like(log_y), np.zeros_like(log_y)
         left_out = np.zeros_like(present)
         for j in range(max(len(v) for v in levels)):
             left = np.array([v[j] if len(v) > j else -1 for v in levels])
-            out = present & (scale_outs == left[:, None]) & compared[:, None]
+            out = present & (scale_outs == left[:, None]) & loo[:, None]
             if not out.any():
                 continue
             rest = weight * ~out

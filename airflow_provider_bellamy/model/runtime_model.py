@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 
 FORMAT = "bellamy-runtime-model/2"  # bump when tensors or header change meaning
 _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
-# Fewer leave-one-scale-out residuals than this say too little about a context's error to
-# widen its band by.
-MIN_CHECKS = 3
+# Fewer leave-one-scale-out residuals than this say nothing about a context's error (one
+# residual cannot tell a bad curve from one noisy run): the table alone decides.
+MIN_CHECKS = 2
 # Weight of the calibration table's error scale against a context's own leave-one-scale-out
 # residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
 PRIOR_CHECKS = 2.0
