@@ -100,7 +100,7 @@ def fit_delta_averaged(
     *,
     noise_sd: float,
     learned_cov: np.ndarray,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """Fine-tuning under two hypotheses, averaged by how well each explains the runs.
 
     "like the training contexts": the learned prior. "another environment": the learned
@@ -108,10 +108,11 @@ def fit_delta_averaged(
     different cluster) is explained only by the second, and one run rescales the curve;
     ordinary noise is explained better by the first, and a single noisy run cannot drag
     the curve away. Weights: prior odds × marginal likelihoods (Bayesian model averaging).
+    Returns (Δ [B,F], posterior probability of "another environment" [B]).
     """
     h0 = np.asarray(h0, dtype=np.float64)
     if weight.sum() == 0:
-        return np.zeros_like(h0)
+        return np.zeros_like(h0), np.zeros(h0.shape[0])
     log_phi = np.log(np.maximum(basis, 1e-12))
     fits, log_post = [], []
     for cov, prior in (
@@ -123,7 +124,7 @@ def fit_delta_averaged(
         )
         log_post.append(log_evidence(h0, log_phi, log_y, weight, cov, noise_sd) + np.log(prior))
     w = _softmax(np.stack(log_post, axis=-1))  # [B, 2]
-    return w[:, :1] * fits[0] + w[:, 1:] * fits[1]
+    return w[:, :1] * fits[0] + w[:, 1:] * fits[1], w[:, 1]
 
 
 def empirical_prior_covariance(deltas: np.ndarray, floor_sd: float = 0.02) -> np.ndarray:
@@ -144,6 +145,8 @@ def empirical_prior_covariance(deltas: np.ndarray, floor_sd: float = 0.02) -> np
 # from an environment the network never saw (other hardware, 5× the trained scale-outs) can
 # still switch to it when its runs, predicted leave-one-scale-out, clearly say so.
 PARAMETRIC_PRIOR = 0.02
+# ... and for a context fine-tuning judges to come from another environment: even odds.
+OTHER_ENVIRONMENT_PARAMETRIC_PRIOR = 0.5
 # With fewer distinct scale-outs a leave-one-out fit of the parametric curve is one or two
 # points: its error says nothing about its shape.
 MIN_SCALE_OUTS_TO_COMPARE = 3
@@ -200,6 +203,7 @@ class ContextFit:
     # ≥ 2 scale-outs): root mean square and count, the context's own evidence for its band
     check_rms: np.ndarray  # [B]
     check_count: np.ndarray  # [B]
+    other_environment: np.ndarray  # [B] posterior probability of "another environment"
 
 
 def fit_context(
@@ -227,8 +231,8 @@ def fit_context(
     h0 = np.asarray(h0, dtype=np.float64)
     b, m, f = h0.shape
 
-    def tune(w: np.ndarray) -> np.ndarray:
-        flat = fit_delta_averaged(
+    def tune(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        flat, other = fit_delta_averaged(
             h0.reshape(b * m, f),
             np.repeat(basis, m, axis=0),
             np.repeat(log_y, m, axis=0),
@@ -236,9 +240,9 @@ def fit_context(
             noise_sd=noise_sd,
             learned_cov=learned_cov,
         )
-        return flat.reshape(b, m, f)
+        return flat.reshape(b, m, f), other.reshape(b, m).mean(axis=1)
 
-    delta = tune(weight)
+    delta, other_environment = tune(weight)
     x = parametric_basis(scale_outs)
     theta = fit_nonnegative(x, np.exp(log_y), weight)
     present = weight > 0
@@ -256,7 +260,7 @@ def fit_context(
             if not out.any():
                 continue
             rest = weight * ~out
-            network = log_runtime((h0 + tune(rest))[:, :, None, :], basis[:, None]).mean(axis=1)
+            network = log_runtime((h0 + tune(rest)[0])[:, :, None, :], basis[:, None]).mean(axis=1)
             parametric = parametric_log_runtime(
                 fit_nonnegative(x, np.exp(log_y), rest)[:, None, :], scale_outs
             )
@@ -264,14 +268,22 @@ def fit_context(
             r_parametric = np.where(out, parametric - log_y, r_parametric)
             left_out |= out
         sq_network, sq_parametric = np.sum(r_network**2, axis=1), np.sum(r_parametric**2, axis=1)
-        log_odds = (sq_network - sq_parametric) / (2 * noise_sd**2) + np.log(
-            PARAMETRIC_PRIOR / (1 - PARAMETRIC_PRIOR)
-        )
+        # A context from another environment (fine-tuning's own verdict) takes the network's
+        # knowledge of shapes with it: its cliffs and overheads need not transfer, and where the
+        # runs cannot tell (extrapolating below the smallest observed scale-out) the two curves
+        # start even.
+        prior = PARAMETRIC_PRIOR + (OTHER_ENVIRONMENT_PARAMETRIC_PRIOR - PARAMETRIC_PRIOR) * other_environment
+        log_odds = (sq_network - sq_parametric) / (2 * noise_sd**2) + np.log(prior / (1 - prior))
         share = np.where(compared, 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50))), 0.0)
         blend = (1 - share[:, None]) * r_network + share[:, None] * r_parametric
         checked = left_out & (scale_outs > check_above)
         check_count = checked.sum(axis=1)
         check_rms = np.sqrt(np.sum((blend * checked) ** 2, axis=1) / np.maximum(check_count, 1))
     return ContextFit(
-        delta=delta, theta=theta, parametric_weight=share, check_rms=check_rms, check_count=check_count
+        delta=delta,
+        theta=theta,
+        parametric_weight=share,
+        check_rms=check_rms,
+        check_count=check_count,
+        other_environment=other_environment,
     )
