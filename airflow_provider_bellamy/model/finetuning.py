@@ -203,7 +203,6 @@ class ContextFit:
     # ≥ 2 scale-outs): root mean square and count, the context's own evidence for its band
     check_rms: np.ndarray  # [B]
     check_count: np.ndarray  # [B]
-    other_environment: np.ndarray  # [B] posterior probability of "another environment"
 
 
 def fit_context(
@@ -285,5 +284,4 @@ def fit_context(
         parametric_weight=share,
         check_rms=check_rms,
         check_count=check_count,
-        other_environment=other_environment,
     )
