@@ -307,12 +307,14 @@ class RuntimeModel:
             self._h_cache[key] = cached
         return cached
 
-    def _log_pred(self, ctx: dict[str, str | float], scale_outs: Sequence[int]) -> np.ndarray:
-        """log seconds per scale-out: the members' mean, blended with the context's parametric
-        curve where fine-tuning found it describes the context's runs better."""
-        ns = _scale_outs(scale_outs)
+    def _is_tuned_for(self, ctx: dict[str, str | float]) -> bool:
+        return self.tuned_context is not None and ctx == self.tuned_context
+
+    def _log_pred(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
+        """log seconds per (validated) scale-out: the members' mean, blended with the context's
+        parametric curve where fine-tuning found it describes the context's runs better."""
         h = self._base_h(ctx)
-        tuned = self.tuned_context is not None and ctx == self.tuned_context
+        tuned = self._is_tuned_for(ctx)
         if tuned and self.delta is not None:
             h = h + self.delta
         basis = scale_out_basis(ns, self._steep_floor)
@@ -324,7 +326,7 @@ class RuntimeModel:
 
     def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
-        return np.exp(self._log_pred(self._normalise(context), scale_outs))
+        return np.exp(self._log_pred(self._normalise(context), _scale_outs(scale_outs)))
 
     def predict_band(
         self, context: Mapping[str, object], scale_outs: Sequence[int], confidence: float = 0.9
@@ -336,9 +338,9 @@ class RuntimeModel:
         """
         confidence = validate_confidence(confidence)
         ctx = self._normalise(context)
-        mean = self._log_pred(ctx, scale_outs)
-        tuned = self.tuned_context == ctx
         ns = _scale_outs(scale_outs)
+        mean = self._log_pred(ctx, ns)
+        tuned = self._is_tuned_for(ctx)
         lo_q, hi_q = residual_quantiles(
             self.metadata, min(self.tuned_points if tuned else 0, MAX_K), confidence, ns
         )
