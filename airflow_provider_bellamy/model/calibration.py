@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from airflow_provider_bellamy.model.finetuning import (
+    blend_log_runtime,
     empirical_prior_covariance,
     fit_context,
     fit_delta,
-    parametric_log_runtime,
 )
 from airflow_provider_bellamy.model.inference import log_runtime
 
@@ -124,9 +124,7 @@ def calibrate(
             for i, t in enumerate(tests):
                 if len(t) == 0:
                     continue
-                pred = log_runtime(hh[i], basis[t])
-                if share[i] > 0:
-                    pred = (1 - share[i]) * pred + share[i] * parametric_log_runtime(theta[i], scale_out[t])
+                pred = blend_log_runtime(log_runtime(hh[i], basis[t]), theta[i], share[i], scale_out[t])
                 out.append(log_y[t] - pred)
                 at.append(scale_out[t])
         if not out:
@@ -184,12 +182,17 @@ def calibrate(
     }
 
 
+def _tables(metadata: Mapping[str, Any], k: int) -> dict[str, list[float]]:
+    """The residual quantile tables (per scale-out bucket) for a model tuned on k points."""
+    return ((metadata.get("calibration") or {}).get("quantiles") or {}).get(str(min(k, MAX_K))) or {}
+
+
 def residual_quantiles(
     metadata: Mapping[str, Any], k: int, confidence: float, scale_outs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points."""
     cal = metadata.get("calibration") or {}
-    tables = (cal.get("quantiles") or {}).get(str(min(k, MAX_K))) or {}
+    tables = _tables(metadata, k)
     if not tables:
         # No out-of-fold data (a single context): a Gaussian band from run noise and
         # the prior width, wider than any calibrated one on purpose.
@@ -217,7 +220,7 @@ def residual_quantiles(
 def table_scale(metadata: Mapping[str, Any], k: int) -> float:
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
     half the distance between its 16th and 84th percentiles (0 without a table)."""
-    table = (((metadata.get("calibration") or {}).get("quantiles") or {}).get(str(k)) or {}).get("others")
+    table = _tables(metadata, k).get("others")
     if not table:
         return 0.0
     return float(np.interp(0.84, QUANTILE_GRID, table) - np.interp(0.16, QUANTILE_GRID, table)) / 2

@@ -164,6 +164,16 @@ def parametric_log_runtime(theta: np.ndarray, scale_outs: np.ndarray) -> np.ndar
     return np.log(np.maximum(np.sum(parametric_basis(scale_outs) * theta, axis=-1), 1e-3))
 
 
+def blend_log_runtime(
+    network: np.ndarray, theta: np.ndarray, share: float, scale_outs: np.ndarray
+) -> np.ndarray:
+    """A tuned context's log runtime: the network's, mixed in log space with its parametric curve
+    by the weight fine-tuning gave that curve (no parametric term where the weight is 0)."""
+    if share <= 0:
+        return network
+    return (1 - share) * network + share * parametric_log_runtime(theta, scale_outs)
+
+
 def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Exact non-negative least squares for a batch of tiny problems: x [B,K,P≤4], y, weight [B,K].
 

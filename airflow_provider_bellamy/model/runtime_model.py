@@ -21,7 +21,7 @@ from airflow_provider_bellamy.model.calibration import (
     table_scale,
 )
 from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema, context_of, scale_out_basis
-from airflow_provider_bellamy.model.finetuning import fit_context, parametric_log_runtime
+from airflow_provider_bellamy.model.finetuning import blend_log_runtime, fit_context
 from airflow_provider_bellamy.records import (
     context_columns,
     validate_confidence,
@@ -319,9 +319,8 @@ class RuntimeModel:
             h = h + self.delta
         basis = scale_out_basis(ns, self._steep_floor)
         network = inference.log_runtime(h[:, None, :], basis[None, :, :]).mean(axis=0)
-        if tuned and self.parametric_theta is not None and self.parametric_weight > 0:
-            w = self.parametric_weight
-            return (1 - w) * network + w * parametric_log_runtime(self.parametric_theta, ns)
+        if tuned and self.parametric_theta is not None:
+            return blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
         return network
 
     def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
