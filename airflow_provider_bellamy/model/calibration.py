@@ -33,6 +33,9 @@ DEFAULT_PRIOR_SD = 0.2
 # pooled residual table would widen every other scale-out's band by their spread.
 SMALLEST_SCALE_OUT_FACTOR = 1.5
 MIN_BUCKET_RESIDUALS = 20
+# An environment (the ``environment`` property: a cluster, a cloud service) gets its own tables
+# once this many of its contexts were predicted out of fold: fewer describe single jobs.
+MIN_ENVIRONMENT_CONTEXTS = 2
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
 LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 _CALIBRATION_DRAWS = 4
@@ -81,6 +84,7 @@ def calibrate(
     likelihood_sd: float,
     rng: np.random.Generator,
     deadline: float | None = None,
+    environments: list[str | None] | None = None,
 ) -> dict[str, Any]:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
@@ -91,6 +95,12 @@ def calibrate(
     (empirical Bayes on the training data itself, never on the data evaluated later):
     the likelihood must cover the basis' structural misfit, not only run noise, or a
     few points on a smooth-looking job drag the curve into interpolating them.
+
+    ``environments`` [C] (the contexts' ``environment`` property): besides the pooled tables,
+    each environment with enough out-of-fold contexts gets tables of its own contexts'
+    residuals (group-conditional conformal). Pooled tables are dominated by the environment
+    with most training runs; a context of a rarer one is as hard to predict as its own
+    environment's contexts were, and its band says so.
     """
     h_oof: list[np.ndarray] = []
     ctx_ids: list[int] = []
@@ -103,11 +113,16 @@ def calibrate(
         return {}
     h_all = np.concatenate(h_oof).astype(np.float64)
     run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
+    env_of = [None if environments is None else environments[c] for c in ctx_ids]
 
-    def residuals(k: int, cov: np.ndarray, lik_sd: float, draws: int) -> tuple[np.ndarray, np.ndarray]:
-        """Out-of-fold log residuals at the test runs, and the scale-outs they were at."""
+    def residuals(
+        k: int, cov: np.ndarray, lik_sd: float, draws: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Out-of-fold log residuals at the test runs, the scale-outs they were at and the
+        index (into ``ctx_ids``) of their context."""
         out: list[np.ndarray] = []
         at: list[np.ndarray] = []
+        owner: list[np.ndarray] = []
         for _ in range(draws):
             picks, tests = [], []
             for runs in run_ids:
@@ -127,9 +142,10 @@ def calibrate(
                 pred = blend_log_runtime(log_runtime(hh[i], basis[t]), theta[i], share[i], scale_out[t])
                 out.append(log_y[t] - pred)
                 at.append(scale_out[t])
+                owner.append(np.full(len(t), i))
         if not out:
-            return np.array([]), np.array([])
-        return np.concatenate(out), np.concatenate(at)
+            return np.array([]), np.array([]), np.array([], dtype=np.int64)
+        return np.concatenate(out), np.concatenate(at), np.concatenate(owner)
 
     # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
     # its runs are known, fitted under a weak prior.
@@ -154,18 +170,20 @@ def calibrate(
     prior_cov = cov * prior_scale**2
     tables: dict[str, dict[str, list[float]]] = {}
     counts: dict[str, dict[str, int]] = {}
+    by_env: dict[str, dict[str, Any]] = {}
+    env_names = sorted({e for e in env_of if e is not None and env_of.count(e) >= MIN_ENVIRONMENT_CONTEXTS})
     mre = {}
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
     for k in range(MAX_K + 1):
-        r, at = residuals(k, prior_cov, lik_sd, draws)
+        r, at, owner = residuals(k, prior_cov, lik_sd, draws)
         small = at <= small_max
-        pooled = quantile_table(r)
-        tables[str(k)], counts[str(k)] = {}, {}
-        for bucket, sel in (("smallest", small), ("others", ~small)):
-            own = sel.sum() >= MIN_BUCKET_RESIDUALS
-            tables[str(k)][bucket] = quantile_table(r[sel]) if own else pooled
-            counts[str(k)][bucket] = int(sel.sum()) if own else len(r)
+        tables[str(k)], counts[str(k)] = _bucket_tables(r, small)
+        for env in env_names:
+            mine = np.array([env_of[i] == env for i in owner], dtype=bool)
+            t, c = _bucket_tables(r[mine], small[mine], fallback=(tables[str(k)], counts[str(k)]))
+            slot = by_env.setdefault(env, {"quantiles": {}, "counts": {}})
+            slot["quantiles"][str(k)], slot["counts"][str(k)] = t, c
         mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
     return {
         "prior_scale": prior_scale,
@@ -177,29 +195,61 @@ def calibrate(
             "counts": counts,
             "n": len(ctx_ids),
             "smallest_max_scale_out": small_max,
+            "environments": by_env,
         },
         "validation_mre": mre,
     }
 
 
-def _tables(metadata: Mapping[str, Any], k: int) -> dict[str, list[float]]:
+def _bucket_tables(
+    r: np.ndarray,
+    small: np.ndarray,
+    fallback: tuple[dict[str, list[float]], dict[str, int]] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Quantile tables and residual counts of the smallest scale-outs and the others; a bucket
+    with too few residuals takes the pooled table of ``r`` (or ``fallback``'s bucket)."""
+    tables, counts = {}, {}
+    for bucket, sel in (("smallest", small), ("others", ~small)):
+        if sel.sum() >= MIN_BUCKET_RESIDUALS:
+            tables[bucket], counts[bucket] = quantile_table(r[sel]), int(sel.sum())
+        elif fallback is not None:
+            tables[bucket], counts[bucket] = fallback[0][bucket], fallback[1][bucket]
+        else:
+            tables[bucket], counts[bucket] = quantile_table(r), len(r)
+    return tables, counts
+
+
+def _calibration(metadata: Mapping[str, Any], environment: str | None) -> Mapping[str, Any]:
+    """The tables that answer for a context: its environment's where calibration had enough of
+    its contexts, the pooled ones otherwise."""
+    cal = metadata.get("calibration") or {}
+    own = (cal.get("environments") or {}).get(environment) if environment is not None else None
+    return own or cal
+
+
+def _tables(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> dict[str, list[float]]:
     """The residual quantile tables (per scale-out bucket) for a model tuned on k points."""
-    return ((metadata.get("calibration") or {}).get("quantiles") or {}).get(str(min(k, MAX_K))) or {}
+    return (_calibration(metadata, environment).get("quantiles") or {}).get(str(min(k, MAX_K))) or {}
 
 
 def residual_quantiles(
-    metadata: Mapping[str, Any], k: int, confidence: float, scale_outs: np.ndarray
+    metadata: Mapping[str, Any],
+    k: int,
+    confidence: float,
+    scale_outs: np.ndarray,
+    environment: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points."""
+    """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points
+    (a context of ``environment``)."""
     cal = metadata.get("calibration") or {}
-    tables = _tables(metadata, k)
+    tables = _tables(metadata, k, environment)
     if not tables:
         # No out-of-fold data (a single context): a Gaussian band from run noise and
         # the prior width, wider than any calibrated one on purpose.
         sd = math.hypot(float(metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
         z = NormalDist().inv_cdf(confidence)
         return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
-    counts = (cal.get("counts") or {}).get(str(min(k, MAX_K))) or {}
+    counts = (_calibration(metadata, environment).get("counts") or {}).get(str(min(k, MAX_K))) or {}
     bounds = {}
     for bucket, t in tables.items():
         # finite-sample conformal correction over the table's residuals: level ⌈(n+1)q⌉/n,
@@ -217,10 +267,10 @@ def residual_quantiles(
     return lo, hi
 
 
-def table_scale(metadata: Mapping[str, Any], k: int) -> float:
+def table_scale(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
     half the distance between its 16th and 84th percentiles (0 without a table)."""
-    table = _tables(metadata, k).get("others")
+    table = _tables(metadata, k, environment).get("others")
     if not table:
         return 0.0
     return float(np.interp(0.84, QUANTILE_GRID, table) - np.interp(0.16, QUANTILE_GRID, table)) / 2

@@ -203,6 +203,7 @@ class RuntimeModel:
                 likelihood_sd,
                 rng,
                 cal_deadline,
+                _environments(data.context_keys, keys, contexts),
             )
             if k_folds > 1
             else {}
@@ -340,15 +341,17 @@ class RuntimeModel:
         ns = _scale_outs(scale_outs)
         mean = self._log_pred(ctx, ns)
         tuned = self._is_tuned_for(ctx)
+        environment = ctx.get("environment")
+        environment = None if environment is None else str(environment)
         lo_q, hi_q = residual_quantiles(
-            self.metadata, min(self.tuned_points if tuned else 0, MAX_K), confidence, ns
+            self.metadata, min(self.tuned_points if tuned else 0, MAX_K), confidence, ns, environment
         )
         if tuned and self.check_count >= MIN_CHECKS:
             # The tables give the error scale of a typical training context: the prior for this
             # one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
             # with PRIOR_CHECKS pseudo-residuals): wider for a context unlike the training data,
             # tighter for one its runs show to be predictable.
-            prior = table_scale(self.metadata, min(self.tuned_points, MAX_K) - 1)
+            prior = table_scale(self.metadata, min(self.tuned_points, MAX_K) - 1, environment)
             if prior > 0:
                 m = self.check_count
                 factor = math.sqrt(
@@ -490,6 +493,16 @@ def _check_shapes(
             raise ValueError(f"layer {layer} has shape {tensors[f'{layer}.weight'].shape}")
     if delta is not None and delta.shape != (m, n_basis):
         raise ValueError(f"delta has shape {delta.shape}")
+
+
+def _environments(
+    ordered_keys: Sequence[str], keys: Sequence[str], contexts: Sequence[Mapping[str, str | float]]
+) -> list[str | None]:
+    """The ``environment`` property of each encoded context (in ``ordered_keys`` order)."""
+    by_key = dict(zip(keys, contexts, strict=True))
+    return [
+        None if by_key[k].get("environment") is None else str(by_key[k]["environment"]) for k in ordered_keys
+    ]
 
 
 def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:

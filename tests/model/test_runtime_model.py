@@ -259,3 +259,54 @@ def test_a_contexts_band_follows_its_own_leave_one_scale_out_errors(
         widths[name] = np.log(hi / mean)
     assert np.all(widths["smooth"] < table_hi)
     assert np.all(widths["erratic"] > table_hi)
+
+
+def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables(
+    grep_runs: pd.DataFrame,
+) -> None:
+    """Group-conditional calibration: contexts of an environment the training data holds few of,
+    and predicts badly, get bands from that environment's out-of-fold errors, not from the pooled
+    tables the big environment dominates; an environment calibration never saw gets the pooled ones."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles
+
+    rng = np.random.default_rng(7)
+    moved = sorted(grep_runs["context_id"].unique())[:6]
+    runs = grep_runs.copy()
+    onprem = runs["context_id"].isin(moved)
+    # another cluster: its runtimes follow no curve the big environment taught (±35 % per scale-out)
+    jitter = {(c, n): float(np.exp(rng.normal(0, 0.35))) for c in moved for n in runs["scale_out"].unique()}
+    runs.loc[onprem, "environment"] = "onprem"
+    runs.loc[onprem, "runtime_s"] = [
+        y * jitter[(c, n)]
+        for c, n, y in zip(
+            runs.loc[onprem, "context_id"],
+            runs.loc[onprem, "scale_out"],
+            runs.loc[onprem, "runtime_s"],
+            strict=True,
+        )
+    ]
+    model = RuntimeModel.pretrain(runs.drop(columns=["context_id"]), seed=0, config=FAST)
+    envs = model.metadata["calibration"]["environments"]
+    assert set(envs) == {"aws-emr", "onprem"}
+
+    ctx = _context(grep_runs)
+    ns = [4, 6, 8, 10, 12]
+
+    def width(environment: str) -> np.ndarray:
+        mean, _lo, hi = model.predict_band({**ctx, "environment": environment}, ns, 0.9)
+        return np.log(hi / mean)
+
+    assert np.all(width("onprem") > 1.5 * width("aws-emr"))
+    pooled = residual_quantiles(model.metadata, 0, 0.9, np.array(ns))[1]
+    np.testing.assert_allclose(width("a-cluster-never-seen"), pooled, rtol=1e-9)
+    # a model calibrated before environments had tables of their own answers from the pooled ones
+    older = RuntimeModel(
+        model.params,
+        model.architecture,
+        model.schema,
+        {**model.metadata, "calibration": {**model.metadata["calibration"], "environments": {}}},
+    )
+    _, _, hi_older = older.predict_band({**ctx, "environment": "onprem"}, ns, 0.9)
+    np.testing.assert_allclose(
+        np.log(hi_older / older.predict({**ctx, "environment": "onprem"}, ns)), pooled, rtol=1e-9
+    )
