@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping
 from statistics import NormalDist
 from typing import Any
@@ -171,7 +172,9 @@ def calibrate(
     tables: dict[str, dict[str, list[float]]] = {}
     counts: dict[str, dict[str, int]] = {}
     by_env: dict[str, dict[str, Any]] = {}
-    env_names = sorted({e for e in env_of if e is not None and env_of.count(e) >= MIN_ENVIRONMENT_CONTEXTS})
+    env_names = sorted(
+        e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS
+    )
     mre = {}
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
@@ -227,9 +230,14 @@ def _calibration(metadata: Mapping[str, Any], environment: str | None) -> Mappin
     return own or cal
 
 
-def _tables(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> dict[str, list[float]]:
-    """The residual quantile tables (per scale-out bucket) for a model tuned on k points."""
-    return (_calibration(metadata, environment).get("quantiles") or {}).get(str(min(k, MAX_K))) or {}
+def _tables(
+    metadata: Mapping[str, Any], k: int, environment: str | None = None
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """The residual quantile tables (per scale-out bucket) for a model tuned on k points, and
+    how many residuals each holds."""
+    source = _calibration(metadata, environment)
+    key = str(min(k, MAX_K))
+    return (source.get("quantiles") or {}).get(key) or {}, (source.get("counts") or {}).get(key) or {}
 
 
 def residual_quantiles(
@@ -242,14 +250,13 @@ def residual_quantiles(
     """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points
     (a context of ``environment``)."""
     cal = metadata.get("calibration") or {}
-    tables = _tables(metadata, k, environment)
+    tables, counts = _tables(metadata, k, environment)
     if not tables:
         # No out-of-fold data (a single context): a Gaussian band from run noise and
         # the prior width, wider than any calibrated one on purpose.
         sd = math.hypot(float(metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
         z = NormalDist().inv_cdf(confidence)
         return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
-    counts = (_calibration(metadata, environment).get("counts") or {}).get(str(min(k, MAX_K))) or {}
     bounds = {}
     for bucket, t in tables.items():
         # finite-sample conformal correction over the table's residuals: level ⌈(n+1)q⌉/n,
@@ -270,7 +277,7 @@ def residual_quantiles(
 def table_scale(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
     half the distance between its 16th and 84th percentiles (0 without a table)."""
-    table = _tables(metadata, k, environment).get("others")
+    table = _tables(metadata, k, environment)[0].get("others")
     if not table:
         return 0.0
     return float(np.interp(0.84, QUANTILE_GRID, table) - np.interp(0.16, QUANTILE_GRID, table)) / 2
