@@ -63,14 +63,19 @@ def silent_server() -> Iterator[int]:
     srv.close()
 
 
+def _use_hung_store(monkeypatch: pytest.MonkeyPatch, port: int, *, connect_timeout: int) -> None:
+    """Connection ``bellamy_hung``: a PostgreSQL store URL on a port that accepts and never answers."""
+    url = f"postgresql+psycopg://bellamy@127.0.0.1:{port}/bellamy"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BELLAMY_HUNG",
+        connection_json("bellamy", extra={"store_url": url, "connect_timeout": connect_timeout}),
+    )
+
+
 def test_hung_store_falls_back_within_the_connection_timeout(
     silent_server: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"postgresql+psycopg://bellamy@127.0.0.1:{silent_server}/bellamy"
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_BELLAMY_HUNG",
-        connection_json("bellamy", extra={"store_url": url, "connect_timeout": 2}),
-    )
+    _use_hung_store(monkeypatch, silent_server, connect_timeout=2)
     op = _op(bellamy_conn_id="bellamy_hung", default_scale_out=2)
     start = time.monotonic()
     decision = op.execute(_context(op))
@@ -210,11 +215,7 @@ def test_auto_reserve_from_recorded_durations(bellamy_store: Any) -> None:
 def test_auto_reserve_with_a_hung_store_does_not_wait_per_task(
     silent_server: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = f"postgresql+psycopg://bellamy@127.0.0.1:{silent_server}/bellamy"
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_BELLAMY_HUNG",
-        connection_json("bellamy", extra={"store_url": url, "connect_timeout": 1}),
-    )
+    _use_hung_store(monkeypatch, silent_server, connect_timeout=1)
     deadline = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
     dag = _chain_dag(
         bellamy_conn_id="bellamy_hung",
