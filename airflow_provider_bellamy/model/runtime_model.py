@@ -93,6 +93,7 @@ class RuntimeModel:
         parametric_weight: float = 0.0,
         check_rms: float = 0.0,
         check_count: int = 0,
+        lowest_observed: float = 0.0,
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
@@ -104,6 +105,8 @@ class RuntimeModel:
         # the context's own parametric curve and its share (see finetuning.fit_context)
         self.parametric_theta = parametric_theta
         self.parametric_weight = float(parametric_weight)
+        # the smallest scale-out the context's runs were at: below it the band spans both curves
+        self.lowest_observed = float(lowest_observed)
         # the context's leave-one-scale-out error: its band is never narrower than it says
         self.check_rms = float(check_rms)
         self.check_count = int(check_count)
@@ -263,6 +266,7 @@ class RuntimeModel:
             parametric_weight=float(fit.parametric_weight[0]),
             check_rms=float(fit.check_rms[0]),
             check_count=int(fit.check_count[0]),
+            lowest_observed=float(ns.min()),
         )
 
     @property
@@ -311,9 +315,10 @@ class RuntimeModel:
     def _is_tuned_for(self, ctx: dict[str, str | float]) -> bool:
         return self.tuned_context is not None and ctx == self.tuned_context
 
-    def _log_pred(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
-        """log seconds per (validated) scale-out: the members' mean, blended with the context's
-        parametric curve where fine-tuning found it describes the context's runs better."""
+    def _log_curves(self, ctx: dict[str, str | float], ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the network's log seconds, the prediction's) per validated scale-out: the prediction is
+        the members' mean curve, blended with the context's parametric curve where fine-tuning
+        found that curve describes the context's runs better."""
         h = self._base_h(ctx)
         tuned = self._is_tuned_for(ctx)
         if tuned and self.delta is not None:
@@ -321,12 +326,12 @@ class RuntimeModel:
         basis = scale_out_basis(ns, self._steep_floor)
         network = inference.log_runtime(h[:, None, :], basis[None, :, :]).mean(axis=0)
         if tuned and self.parametric_theta is not None:
-            return blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
-        return network
+            return network, blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
+        return network, network
 
     def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
-        return np.exp(self._log_pred(self._normalise(context), _scale_outs(scale_outs)))
+        return np.exp(self._log_curves(self._normalise(context), _scale_outs(scale_outs))[1])
 
     def predict_band(
         self, context: Mapping[str, object], scale_outs: Sequence[int], confidence: float = 0.9
@@ -334,12 +339,14 @@ class RuntimeModel:
         """(mean, lower, upper) seconds; P(runtime ≤ upper) ≈ confidence, P(runtime ≥ lower) ≈ confidence.
 
         Split-conformal: quantiles of out-of-fold log residuals measured after fine-tuning
-        on as many points as this model was tuned on (up to MAX_K).
+        on as many points as this model was tuned on (up to MAX_K). Below the smallest
+        scale-out a tuned context was observed at, the band spans both the network's curve and
+        the blended one.
         """
         confidence = validate_confidence(confidence)
         ctx = self._normalise(context)
         ns = _scale_outs(scale_outs)
-        mean = self._log_pred(ctx, ns)
+        network, mean = self._log_curves(ctx, ns)
         tuned = self._is_tuned_for(ctx)
         environment = ctx.get("environment")
         environment = None if environment is None else str(environment)
@@ -359,7 +366,14 @@ class RuntimeModel:
                 )
                 own = ns > self._smallest_max
                 lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
-        return np.exp(mean), np.exp(mean + lo_q), np.exp(mean + hi_q)
+        # Below the smallest observed scale-out the runs never compared the two curves (the
+        # parametric share was earned on the observed range), and that is where memory cliffs
+        # live: the network learned them from training contexts that had them, Ernest's four
+        # terms cannot bend to them. The band spans both curves there.
+        below = ns < self.lowest_observed if tuned else np.zeros(len(ns), dtype=bool)
+        low = np.where(below, np.minimum(mean, network), mean)
+        high = np.where(below, np.maximum(mean, network), mean)
+        return np.exp(mean), np.exp(low + lo_q), np.exp(high + hi_q)
 
     # ------------------------------------------------------------------ persistence
     def to_bytes(self) -> bytes:
@@ -382,6 +396,7 @@ class RuntimeModel:
                 "weight": self.parametric_weight,
                 "check_rms": self.check_rms,
                 "check_count": self.check_count,
+                "lowest_observed": self.lowest_observed,
             },
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
@@ -418,7 +433,9 @@ class RuntimeModel:
             schema = FeatureSchema.from_dict(header["schema"])
             parametric = header.get("parametric")
             if parametric is not None and (
-                len(parametric["theta"]) != 4 or not 0 <= parametric["weight"] <= 1
+                len(parametric["theta"]) != 4
+                or not 0 <= parametric["weight"] <= 1
+                or not parametric.get("lowest_observed", 0.0) >= 0
             ):
                 raise ValueError(f"parametric curve {parametric}")
         except (KeyError, ValueError, TypeError) as exc:
@@ -437,6 +454,8 @@ class RuntimeModel:
             parametric_weight=0.0 if parametric is None else float(parametric["weight"]),
             check_rms=0.0 if parametric is None else float(parametric.get("check_rms", 0.0)),
             check_count=0 if parametric is None else int(parametric.get("check_count", 0)),
+            # a file from before the field: its band is the prediction's alone, as it was
+            lowest_observed=0.0 if parametric is None else float(parametric.get("lowest_observed", 0.0)),
         )
 
     def save(self, path: str | Path) -> Path:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -236,6 +238,37 @@ def test_a_context_unlike_the_training_data_switches_to_its_own_parametric_curve
 
     own = pd.concat([ctx_runs[ctx_runs["scale_out"] == n].iloc[:1] for n in (2, 4, 8, 10, 12)])
     assert grep_model.finetune(own).parametric_weight < 0.5
+
+
+def test_below_the_smallest_observed_scale_out_the_band_spans_both_curves(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """The parametric curve took over on runs at 8..56; below 8 the runs never compared it with the
+    network's, so the band there covers both. From 8 up the band is the blended curve's alone."""
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    ctx = ctx_runs.iloc[0].to_dict()
+    ns = np.array([8, 16, 24, 40, 56])
+    foreign = pd.DataFrame([ctx] * len(ns)).assign(scale_out=ns, runtime_s=90.0 + 3000.0 / ns)
+    tuned = grep_model.finetune(foreign)
+    assert tuned.parametric_weight > 0.9 and tuned.lowest_observed == 8
+    test_ns = [2, 3, 4, 6, 8, 12, 32, 60]
+    mean, lo, hi = tuned.predict_band(ctx, test_ns, 0.9)
+    network_only, unspanned = copy.copy(tuned), copy.copy(tuned)
+    network_only.parametric_weight = 0.0
+    unspanned.lowest_observed = 0.0
+    network = network_only.predict(ctx, test_ns)
+    blended_only = unspanned.predict_band(ctx, test_ns, 0.9)
+    below = np.array(test_ns) < 8
+    np.testing.assert_array_equal(mean, blended_only[0])  # the prediction itself is unchanged
+    assert np.abs(np.log(network[below] / mean[below])).max() > 0.1  # the curves do disagree there
+    # in log space the band's offsets are the same; below 8 they start from the farther curve
+    np.testing.assert_allclose(hi[below], np.maximum(mean, network)[below] * (blended_only[2] / mean)[below])
+    np.testing.assert_allclose(lo[below], np.minimum(mean, network)[below] * (blended_only[1] / mean)[below])
+    np.testing.assert_array_equal(hi[~below], blended_only[2][~below])
+    np.testing.assert_array_equal(lo[~below], blended_only[1][~below])
+    loaded = RuntimeModel.from_bytes(tuned.to_bytes())
+    assert loaded.lowest_observed == 8
+    np.testing.assert_array_equal(loaded.predict_band(ctx, test_ns, 0.9)[2], hi)
 
 
 def test_a_contexts_band_follows_its_own_leave_one_scale_out_errors(
