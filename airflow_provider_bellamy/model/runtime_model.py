@@ -93,7 +93,7 @@ class RuntimeModel:
         parametric_weight: float = 0.0,
         check_rms: float = 0.0,
         check_count: int = 0,
-        lowest_observed: float = 0.0,
+        observed_scale_outs: Sequence[int] = (),
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
@@ -105,8 +105,9 @@ class RuntimeModel:
         # the context's own parametric curve and its share (see finetuning.fit_context)
         self.parametric_theta = parametric_theta
         self.parametric_weight = float(parametric_weight)
-        # the smallest scale-out the context's runs were at: below it the band spans both curves
-        self.lowest_observed = float(lowest_observed)
+        # the distinct scale-outs the context's runs were at: the band is near or far from them,
+        # and below the smallest it spans both curves
+        self.observed_scale_outs = tuple(sorted({int(n) for n in observed_scale_outs}))
         # the context's leave-one-scale-out error: its band is never narrower than it says
         self.check_rms = float(check_rms)
         self.check_count = int(check_count)
@@ -266,7 +267,7 @@ class RuntimeModel:
             parametric_weight=float(fit.parametric_weight[0]),
             check_rms=float(fit.check_rms[0]),
             check_count=int(fit.check_count[0]),
-            lowest_observed=float(ns.min()),
+            observed_scale_outs=[int(n) for n in ns],
         )
 
     @property
@@ -350,8 +351,14 @@ class RuntimeModel:
         tuned = self._is_tuned_for(ctx)
         environment = ctx.get("environment")
         environment = None if environment is None else str(environment)
+        observed = self.observed_scale_outs if tuned else ()
         lo_q, hi_q = residual_quantiles(
-            self.metadata, min(self.tuned_points if tuned else 0, MAX_K), confidence, ns, environment
+            self.metadata,
+            min(self.tuned_points if tuned else 0, MAX_K),
+            confidence,
+            ns,
+            environment,
+            observed,
         )
         if tuned and self.check_count >= MIN_CHECKS:
             # The tables give the error scale of a typical training context: the prior for this
@@ -370,7 +377,7 @@ class RuntimeModel:
         # parametric share was earned on the observed range), and that is where memory cliffs
         # live: the network learned them from training contexts that had them, Ernest's four
         # terms cannot bend to them. The band spans both curves there.
-        below = ns < self.lowest_observed if tuned else np.zeros(len(ns), dtype=bool)
+        below = ns < min(observed, default=0)
         low = np.where(below, np.minimum(mean, network), mean)
         high = np.where(below, np.maximum(mean, network), mean)
         return np.exp(mean), np.exp(low + lo_q), np.exp(high + hi_q)
@@ -396,7 +403,7 @@ class RuntimeModel:
                 "weight": self.parametric_weight,
                 "check_rms": self.check_rms,
                 "check_count": self.check_count,
-                "lowest_observed": self.lowest_observed,
+                "observed_scale_outs": list(self.observed_scale_outs),
             },
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
@@ -435,7 +442,7 @@ class RuntimeModel:
             if parametric is not None and (
                 len(parametric["theta"]) != 4
                 or not 0 <= parametric["weight"] <= 1
-                or not parametric.get("lowest_observed", 0.0) >= 0
+                or not all(int(n) > 0 for n in parametric.get("observed_scale_outs", []))
             ):
                 raise ValueError(f"parametric curve {parametric}")
         except (KeyError, ValueError, TypeError) as exc:
@@ -454,8 +461,8 @@ class RuntimeModel:
             parametric_weight=0.0 if parametric is None else float(parametric["weight"]),
             check_rms=0.0 if parametric is None else float(parametric.get("check_rms", 0.0)),
             check_count=0 if parametric is None else int(parametric.get("check_count", 0)),
-            # a file from before the field: its band is the prediction's alone, as it was
-            lowest_observed=0.0 if parametric is None else float(parametric.get("lowest_observed", 0.0)),
+            # a file from before the field gets the bands it was written with
+            observed_scale_outs=() if parametric is None else parametric.get("observed_scale_outs", []),
         )
 
     def save(self, path: str | Path) -> Path:

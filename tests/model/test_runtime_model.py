@@ -250,12 +250,13 @@ def test_below_the_smallest_observed_scale_out_the_band_spans_both_curves(
     ns = np.array([8, 16, 24, 40, 56])
     foreign = pd.DataFrame([ctx] * len(ns)).assign(scale_out=ns, runtime_s=90.0 + 3000.0 / ns)
     tuned = grep_model.finetune(foreign)
-    assert tuned.parametric_weight > 0.9 and tuned.lowest_observed == 8
+    assert tuned.parametric_weight > 0.9 and tuned.observed_scale_outs == tuple(ns)
     test_ns = [2, 3, 4, 6, 8, 12, 32, 60]
     mean, lo, hi = tuned.predict_band(ctx, test_ns, 0.9)
     network_only, unspanned = copy.copy(tuned), copy.copy(tuned)
     network_only.parametric_weight = 0.0
-    unspanned.lowest_observed = 0.0
+    # the same model, as if the network agreed with the blended curve everywhere
+    unspanned._log_curves = lambda c, n: (tuned._log_curves(c, n)[1],) * 2  # type: ignore[method-assign]
     network = network_only.predict(ctx, test_ns)
     blended_only = unspanned.predict_band(ctx, test_ns, 0.9)
     below = np.array(test_ns) < 8
@@ -267,8 +268,34 @@ def test_below_the_smallest_observed_scale_out_the_band_spans_both_curves(
     np.testing.assert_array_equal(hi[~below], blended_only[2][~below])
     np.testing.assert_array_equal(lo[~below], blended_only[1][~below])
     loaded = RuntimeModel.from_bytes(tuned.to_bytes())
-    assert loaded.lowest_observed == 8
+    assert loaded.observed_scale_outs == tuple(ns)
     np.testing.assert_array_equal(loaded.predict_band(ctx, test_ns, 0.9)[2], hi)
+
+
+def test_scale_outs_near_a_tuned_one_get_the_near_table_and_the_others_the_far_one(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """Out-of-fold errors differ with the distance from the scale-outs fine-tuning saw (Bell's, one
+    run: 90 % upper quantile 1.29 × near, 1.84 × far); calibration keeps them apart, and a one-run
+    context gets the near table within 1.5 × of its run, the far one beyond."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles
+
+    tables = grep_model.metadata["calibration"]["quantiles"]["1"]
+    counts = grep_model.metadata["calibration"]["counts"]["1"]
+    assert counts["near"] + counts["far"] == counts["others"] and min(counts["near"], counts["far"]) >= 20
+
+    own = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    one = own[own["scale_out"] == 4].iloc[:1]
+    ctx = one.iloc[0].to_dict()
+    tuned = grep_model.finetune(one)
+    mean, lo, hi = tuned.predict_band(ctx, [6, 12], 0.9)  # 1.5 × and 3 × the run's scale-out
+    near = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6]), observed=[4, 4, 4])
+    far = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([12]), observed=[4])
+    pooled = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6, 12]))
+    np.testing.assert_allclose(np.log(hi / mean), [near[1][0], far[1][0]])
+    np.testing.assert_allclose(np.log(lo / mean), [near[0][0], far[0][0]])
+    assert abs(near[1][0] - far[1][0]) > 1e-3 and tables["near"] != tables["far"]
+    assert not np.allclose(np.log(hi / mean), pooled[1])  # not the table of all distances
 
 
 def test_a_contexts_band_follows_its_own_leave_one_scale_out_errors(
