@@ -289,7 +289,7 @@ def test_scale_outs_near_a_tuned_one_get_the_near_table_and_the_others_the_far_o
     ctx = one.iloc[0].to_dict()
     tuned = grep_model.finetune(one)
     mean, lo, hi = tuned.predict_band(ctx, [6, 12], 0.9)  # 1.5 × and 3 × the run's scale-out
-    near = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6]), observed=[4, 4, 4])
+    near = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6]), observed=[4])
     far = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([12]), observed=[4])
     pooled = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6, 12]))
     np.testing.assert_allclose(np.log(hi / mean), [near[1][0], far[1][0]])
