@@ -23,6 +23,7 @@ from airflow_provider_bellamy.model.finetuning import (
     empirical_prior_covariance,
     fit_context,
     fit_delta,
+    residual_correction,
 )
 from airflow_provider_bellamy.model.inference import log_runtime
 
@@ -44,6 +45,11 @@ NEAR_FACTOR = 1.5
 MIN_ENVIRONMENT_CONTEXTS = 2
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
 LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
+# The residual correction's settings to choose from (see finetuning.residual_correction):
+# amplitude (× the likelihood width) and length (log scale-out: 0.35 ≈ a factor 1.4, 0.7 ≈ 2).
+# (0, ·) is no correction: a training set whose out-of-fold runs it does not help keeps the
+# curves as they are.
+CORRECTIONS = ((0.0, 0.5), *((a, length) for a in (0.5, 1.0, 2.0, 4.0) for length in (0.35, 0.7)))
 _CALIBRATION_DRAWS = 4
 
 
@@ -122,10 +128,15 @@ def calibrate(
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
 
     def residuals(
-        k: int, cov: np.ndarray, lik_sd: float, draws: int
+        k: int,
+        cov: np.ndarray,
+        lik_sd: float,
+        draws: int,
+        corrections: Sequence[tuple[float, float]] = ((0.0, 0.5),),
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Out-of-fold log residuals at the test runs, the scale-outs they were at, the
-        index (into ``ctx_ids``) of their context and whether they lay near a picked scale-out."""
+        """Out-of-fold log residuals at the test runs ([one row per residual correction] ×
+        runs), the scale-outs they were at, the index (into ``ctx_ids``) of their context and
+        whether they lay near a picked scale-out."""
         out: list[np.ndarray] = []
         at: list[np.ndarray] = []
         owner: list[np.ndarray] = []
@@ -147,13 +158,38 @@ def calibrate(
                 if len(t) == 0:
                     continue
                 pred = blend_log_runtime(log_runtime(hh[i], basis[t]), theta[i], share[i], scale_out[t])
-                out.append(log_y[t] - pred)
+                p = picks[i]
+                at_picks = log_y[p] - blend_log_runtime(
+                    log_runtime(hh[i], basis[p]), theta[i], share[i], scale_out[p]
+                )
+                out.append(
+                    np.stack(
+                        [
+                            log_y[t]
+                            - pred
+                            - residual_correction(
+                                scale_out[p],
+                                at_picks,
+                                scale_out[t],
+                                amplitude=amplitude * lik_sd,
+                                length=length,
+                                noise_sd=lik_sd,
+                            )
+                            for amplitude, length in corrections
+                        ]
+                    )
+                )
                 at.append(scale_out[t])
                 owner.append(np.full(len(t), i))
                 near.append(near_observed(scale_out[t], scale_out[picks[i]]))
         if not out:
-            return np.array([]), np.array([]), np.array([], dtype=np.int64), np.array([], dtype=bool)
-        return np.concatenate(out), np.concatenate(at), np.concatenate(owner), np.concatenate(near)
+            return (
+                np.zeros((len(corrections), 0)),
+                np.array([]),
+                np.array([], dtype=np.int64),
+                np.array([], dtype=bool),
+            )
+        return np.concatenate(out, axis=1), np.concatenate(at), np.concatenate(owner), np.concatenate(near)
 
     # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
     # its runs are known, fitted under a weak prior.
@@ -170,7 +206,7 @@ def calibrate(
         if scores and deadline is not None and time.monotonic() > deadline:
             break
         lik = likelihood_sd * factor
-        held = [residuals(k, cov * scale**2, lik, 1)[0] for k in (1, 2, 3, 5)]
+        held = [residuals(k, cov * scale**2, lik, 1)[0][0] for k in (1, 2, 3, 5)]
         # a k no context has enough scale-outs for gives no residuals: it cannot vote
         errs = [float(np.mean(np.abs(np.expm1(r)))) for r in held if len(r)]
         scores[(scale, lik)] = float(np.mean(errs)) if errs else 0.0
@@ -185,8 +221,16 @@ def calibrate(
     mre = {}
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
-    for k in range(MAX_K + 1):
-        r, at, owner, near = residuals(k, prior_cov, lik_sd, draws)
+    per_k = [residuals(k, prior_cov, lik_sd, draws, CORRECTIONS) for k in range(MAX_K + 1)]
+    # the residual correction that predicts the out-of-fold runs best, as the prior was chosen
+    errors = [
+        float(np.mean([np.mean(np.abs(np.expm1(r[g]))) for r, *_ in per_k[1:] if r.shape[1]] or [0.0]))
+        for g in range(len(CORRECTIONS))
+    ]
+    best = min(range(len(CORRECTIONS)), key=lambda g: (errors[g], g))
+    amplitude, length = CORRECTIONS[best]
+    for k, (rows, at, owner, near) in enumerate(per_k):
+        r = rows[best]
         small = at <= small_max
         tables[str(k)], counts[str(k)] = _bucket_tables(r, small, near)
         for env in env_names:
@@ -200,6 +244,10 @@ def calibrate(
         "prior_covariance": prior_cov.tolist(),
         "likelihood_sd": lik_sd,
         "prior_scores": {f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
+        "residual_correction": {"amplitude": amplitude * lik_sd, "length": length},
+        "residual_correction_scores": {
+            f"{a}/{ln}": e for (a, ln), e in zip(CORRECTIONS, errors, strict=True)
+        },
         "calibration": {
             "quantiles": tables,
             "counts": counts,

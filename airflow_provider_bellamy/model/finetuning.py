@@ -174,6 +174,42 @@ def blend_log_runtime(
     return (1 - share) * network + share * parametric_log_runtime(theta, scale_outs)
 
 
+# Runs at one scale-out only say the curve's level is off there, which fine-tuning already
+# corrects; a bend needs runs at two.
+MIN_SCALE_OUTS_TO_CORRECT = 2
+
+
+def residual_correction(
+    observed_scale_outs: np.ndarray,
+    residuals: np.ndarray,
+    scale_outs: np.ndarray,
+    *,
+    amplitude: float,
+    length: float,
+    noise_sd: float,
+) -> np.ndarray:
+    """The posterior mean, at ``scale_outs``, of a Gaussian process over log scale-out fitted to a
+    tuned curve's log residuals at the context's own runs.
+
+    Both curves are stiff on purpose (a few numbers each, so one noisy run cannot bend them), and
+    some real curves lie outside both families: Bell's sgd falls with -log n from 4 to 60 nodes,
+    which no positive mix of the basis terms draws. Where several runs disagree with the curve
+    the same way, the curve is wrong there, not the runs; the correction follows them close by
+    (``length``, in log scale-out) and fades to the curve away from them. ``amplitude`` 0 turns
+    it off. Runs at one scale-out count together, against ``noise_sd``.
+    """
+    query = np.asarray(scale_outs, dtype=np.float64)
+    if amplitude <= 0 or len(np.unique(observed_scale_outs)) < MIN_SCALE_OUTS_TO_CORRECT:
+        return np.zeros(len(query))
+    at = np.log(np.asarray(observed_scale_outs, dtype=np.float64))
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return amplitude**2 * np.exp(-((a[:, None] - b[None, :]) ** 2) / (2 * length**2))
+
+    gram = kernel(at, at) + noise_sd**2 * np.eye(len(at))
+    return kernel(np.log(query), at) @ np.linalg.solve(gram, np.asarray(residuals, dtype=np.float64))
+
+
 def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Exact non-negative least squares for a batch of tiny problems: x [B,K,P≤4], y, weight [B,K].
 

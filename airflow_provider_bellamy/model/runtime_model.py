@@ -21,7 +21,7 @@ from airflow_provider_bellamy.model.calibration import (
     table_scale,
 )
 from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema, context_of, scale_out_basis
-from airflow_provider_bellamy.model.finetuning import blend_log_runtime, fit_context
+from airflow_provider_bellamy.model.finetuning import blend_log_runtime, fit_context, residual_correction
 from airflow_provider_bellamy.records import (
     context_columns,
     validate_confidence,
@@ -94,6 +94,7 @@ class RuntimeModel:
         check_rms: float = 0.0,
         check_count: int = 0,
         observed_scale_outs: Sequence[int] = (),
+        run_residuals: Sequence[tuple[float, float]] = (),
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
@@ -108,6 +109,8 @@ class RuntimeModel:
         # the distinct scale-outs the context's runs were at: the band is near or far from them,
         # and below the smallest it spans both curves
         self.observed_scale_outs = tuple(sorted({int(n) for n in observed_scale_outs}))
+        # (scale-out, log residual of the tuned curve) per run: the residual correction's data
+        self.run_residuals = tuple((float(n), float(r)) for n, r in run_residuals)
         # the context's leave-one-scale-out error: its band is never narrower than it says
         self.check_rms = float(check_rms)
         self.check_count = int(check_count)
@@ -259,7 +262,7 @@ class RuntimeModel:
             learned_cov=self._prior_covariance(),
             check_above=self._smallest_max,
         )
-        return self._copy(
+        tuned = self._copy(
             delta=fit.delta[0],
             tuned_context=ctx,
             tuned_points=int(frame["scale_out"].nunique()),
@@ -269,6 +272,10 @@ class RuntimeModel:
             check_count=int(fit.check_count[0]),
             observed_scale_outs=[int(n) for n in ns],
         )
+        # the residual correction's data: what the tuned curve, before any correction, misses
+        curve = tuned._log_curves(ctx, ns.astype(np.int64))[1]
+        tuned.run_residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
+        return tuned
 
     @property
     def _smallest_max(self) -> float:
@@ -319,16 +326,30 @@ class RuntimeModel:
     def _log_curves(self, ctx: dict[str, str | float], ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the network's log seconds, the prediction's) per validated scale-out: the prediction is
         the members' mean curve, blended with the context's parametric curve where fine-tuning
-        found that curve describes the context's runs better."""
+        found that curve describes the context's runs better, plus the residual correction
+        towards the context's own runs (runs at ≥ 2 scale-outs; its setting chosen at
+        calibration, none in models calibrated before it)."""
         h = self._base_h(ctx)
         tuned = self._is_tuned_for(ctx)
         if tuned and self.delta is not None:
             h = h + self.delta
         basis = scale_out_basis(ns, self._steep_floor)
         network = inference.log_runtime(h[:, None, :], basis[None, :, :]).mean(axis=0)
-        if tuned and self.parametric_theta is not None:
-            return network, blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
-        return network, network
+        if not (tuned and self.parametric_theta is not None):
+            return network, network
+        blended = blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
+        setting = self.metadata.get("residual_correction") or {}
+        if self.run_residuals and setting:
+            at, residuals = np.array(self.run_residuals).T
+            blended = blended + residual_correction(
+                at,
+                residuals,
+                ns,
+                amplitude=float(setting["amplitude"]),
+                length=float(setting["length"]),
+                noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
+            )
+        return network, blended
 
     def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
@@ -404,6 +425,7 @@ class RuntimeModel:
                 "check_rms": self.check_rms,
                 "check_count": self.check_count,
                 "observed_scale_outs": list(self.observed_scale_outs),
+                "run_residuals": [list(pair) for pair in self.run_residuals],
             },
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
@@ -463,6 +485,7 @@ class RuntimeModel:
             check_count=0 if parametric is None else int(parametric.get("check_count", 0)),
             # a file from before the field gets the bands it was written with
             observed_scale_outs=() if parametric is None else parametric.get("observed_scale_outs", []),
+            run_residuals=() if parametric is None else parametric.get("run_residuals", []),
         )
 
     def save(self, path: str | Path) -> Path:
