@@ -261,6 +261,7 @@ def fit_context(
     noise_sd: float,
     learned_cov: np.ndarray,
     check_above: float = 0.0,
+    correction: tuple[float, float] | None = None,
 ) -> ContextFit:
     """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
     log_y, weight [B,K] (0 = padding).
@@ -271,7 +272,9 @@ def fit_context(
     log likelihoods, with the prior odds ``PARAMETRIC_PRIOR``, weigh the two curves
     (pseudo-Bayesian model averaging). The blend's own leave-one-scale-out residuals at
     scale-outs above ``check_above`` (from 2 scale-outs on; with 2 the network alone) are kept
-    as the context's check of its band.
+    as the context's check of its band; with ``correction`` (amplitude, length) each left-out
+    prediction is corrected as ``residual_correction`` corrects a prediction, from the residuals
+    at the others, so the check measures the error of the curve that will be used.
     """
     h0 = np.asarray(h0, dtype=np.float64)
     b, m, f = h0.shape
@@ -299,6 +302,7 @@ def fit_context(
     if loo.any():
         r_network, r_parametric = np.zeros_like(log_y), np.zeros_like(log_y)
         left_out = np.zeros_like(present)
+        folds = []
         for j in range(max(len(v) for v in levels)):
             left = np.array([v[j] if len(v) > j else -1 for v in levels])
             out = present & (scale_outs == left[:, None]) & loo[:, None]
@@ -312,6 +316,7 @@ def fit_context(
             r_network = np.where(out, network - log_y, r_network)
             r_parametric = np.where(out, parametric - log_y, r_parametric)
             left_out |= out
+            folds.append((out, rest > 0, network, parametric))
         sq_network, sq_parametric = np.sum(r_network**2, axis=1), np.sum(r_parametric**2, axis=1)
         # A context from another environment (fine-tuning's own verdict) takes the network's
         # knowledge of shapes with it: its cliffs and overheads need not transfer, and where the
@@ -321,6 +326,18 @@ def fit_context(
         log_odds = (sq_network - sq_parametric) / (2 * noise_sd**2) + np.log(prior / (1 - prior))
         share = np.where(compared, 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50))), 0.0)
         blend = (1 - share[:, None]) * r_network + share[:, None] * r_parametric
+        if correction is not None and correction[0] > 0:
+            for out, rest, network, parametric in folds:
+                fitted = (1 - share[:, None]) * network + share[:, None] * parametric
+                for i in np.flatnonzero(out.any(axis=1)):
+                    blend[i, out[i]] += residual_correction(
+                        scale_outs[i][rest[i]],
+                        (log_y[i] - fitted[i])[rest[i]],
+                        scale_outs[i][out[i]],
+                        amplitude=correction[0],
+                        length=correction[1],
+                        noise_sd=noise_sd,
+                    )
         checked = left_out & (scale_outs > check_above)
         check_count = checked.sum(axis=1)
         check_rms = np.sqrt(np.sum((blend * checked) ** 2, axis=1) / np.maximum(check_count, 1))

@@ -261,6 +261,7 @@ class RuntimeModel:
             noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
             learned_cov=self._prior_covariance(),
             check_above=self._smallest_max,
+            correction=self._correction,
         )
         tuned = self._copy(
             delta=fit.delta[0],
@@ -276,6 +277,15 @@ class RuntimeModel:
         curve = tuned._log_curves(ctx, ns.astype(np.int64))[1]
         tuned.run_residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
         return tuned
+
+    @property
+    def _correction(self) -> tuple[float, float] | None:
+        """The residual correction's (amplitude, length); None where calibration chose none (or
+        calibrated before it existed)."""
+        setting = self.metadata.get("residual_correction") or {}
+        if not setting or float(setting["amplitude"]) <= 0:
+            return None
+        return float(setting["amplitude"]), float(setting["length"])
 
     @property
     def _smallest_max(self) -> float:
@@ -338,15 +348,15 @@ class RuntimeModel:
         if not (tuned and self.parametric_theta is not None):
             return network, network
         blended = blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
-        setting = self.metadata.get("residual_correction") or {}
-        if self.run_residuals and setting:
+        correction = self._correction
+        if self.run_residuals and correction is not None:
             at, residuals = np.array(self.run_residuals).T
             blended = blended + residual_correction(
                 at,
                 residuals,
                 ns,
-                amplitude=float(setting["amplitude"]),
-                length=float(setting["length"]),
+                amplitude=correction[0],
+                length=correction[1],
                 noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
             )
         return network, blended

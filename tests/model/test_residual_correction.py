@@ -73,6 +73,14 @@ def test_a_curve_outside_both_families_is_followed_where_the_context_has_runs(
     }
     assert error["corrected"] < 0.7 * error["plain"]
     np.testing.assert_allclose(corrected.predict(ctx, [1000]), plain.predict(ctx, [1000]), rtol=1e-6)
+    # the context's own leave-one-scale-out check measures the corrected curve: smaller errors
+    general = {name: copy.copy(grep_model) for name in ("corrected", "plain")}
+    general["corrected"].metadata = corrected.metadata
+    general["plain"].metadata = plain.metadata
+    runs = pd.DataFrame([ctx] * len(ns)).assign(scale_out=ns, runtime_s=curve(ns))
+    checks = {name: model.finetune(runs) for name, model in general.items()}
+    assert checks["corrected"].check_count == checks["plain"].check_count >= 3
+    assert checks["corrected"].check_rms < checks["plain"].check_rms
     # the runs' residuals travel with the model file
     loaded = RuntimeModel.from_bytes(corrected.to_bytes())
     assert loaded.run_residuals == corrected.run_residuals and len(loaded.run_residuals) == len(ns)
