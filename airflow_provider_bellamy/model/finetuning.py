@@ -196,18 +196,26 @@ def residual_correction(
     which no positive mix of the basis terms draws. Where several runs disagree with the curve
     the same way, the curve is wrong there, not the runs; the correction follows them close by
     (``length``, in log scale-out) and fades to the curve away from them. ``amplitude`` 0 turns
-    it off. Runs at one scale-out count together, against ``noise_sd``.
+    it off.
+
+    m runs at one scale-out are one observation of their mean residual with noise variance
+    ``noise_sd``²/m (its sufficient statistic: the same posterior), so the cost grows with the
+    distinct scale-outs, not with a context's years of daily runs.
     """
     query = np.asarray(scale_outs, dtype=np.float64)
-    if amplitude <= 0 or len(np.unique(observed_scale_outs)) < MIN_SCALE_OUTS_TO_CORRECT:
+    levels, index, count = np.unique(
+        np.asarray(observed_scale_outs, dtype=np.float64), return_inverse=True, return_counts=True
+    )
+    if amplitude <= 0 or len(levels) < MIN_SCALE_OUTS_TO_CORRECT:
         return np.zeros(len(query))
-    at = np.log(np.asarray(observed_scale_outs, dtype=np.float64))
+    mean = np.bincount(index, weights=np.asarray(residuals, dtype=np.float64)) / count
+    at = np.log(levels)
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return amplitude**2 * np.exp(-((a[:, None] - b[None, :]) ** 2) / (2 * length**2))
 
-    gram = kernel(at, at) + noise_sd**2 * np.eye(len(at))
-    return kernel(np.log(query), at) @ np.linalg.solve(gram, np.asarray(residuals, dtype=np.float64))
+    gram = kernel(at, at) + np.diag(noise_sd**2 / count)
+    return kernel(np.log(query), at) @ np.linalg.solve(gram, mean)
 
 
 def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:

@@ -25,6 +25,30 @@ def test_the_correction_follows_runs_that_agree_and_fades_away_from_them() -> No
     assert abs(mixed[0]) < near
 
 
+def test_repeated_runs_at_a_scale_out_count_as_their_mean_with_less_noise() -> None:
+    """The same posterior mean as the Gaussian process over every run, from one row per scale-out."""
+    rng = np.random.default_rng(0)
+    runs_at = np.repeat([4, 8, 16, 32], [1, 3, 7, 2])
+    residuals = rng.normal(0.2, 0.1, len(runs_at))
+    query = np.array([3, 6, 12, 24, 64])
+    a, length, sd = 0.3, 0.5, 0.1
+    x, q = np.log(runs_at), np.log(query)
+    gram = a**2 * np.exp(-((x[:, None] - x[None, :]) ** 2) / (2 * length**2)) + sd**2 * np.eye(len(x))
+    cross = a**2 * np.exp(-((q[:, None] - x[None, :]) ** 2) / (2 * length**2))
+    every_run = cross @ np.linalg.solve(gram, residuals)
+    np.testing.assert_allclose(
+        residual_correction(runs_at, residuals, query, amplitude=a, length=length, noise_sd=sd),
+        every_run,
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    # a year of daily runs at a handful of scale-outs stays a handful of rows
+    many = np.tile([4, 8, 16, 32], 2_000)
+    assert residual_correction(
+        many, np.full(len(many), 0.2), query, amplitude=a, length=length, noise_sd=sd
+    ).shape == (5,)
+
+
 def test_no_correction_from_runs_at_one_scale_out_or_at_zero_amplitude() -> None:
     at = np.array([20, 200])
     one_scale_out = residual_correction(
