@@ -181,7 +181,7 @@ def calibrate(
                 )
                 at.append(scale_out[t])
                 owner.append(np.full(len(t), i))
-                near.append(near_observed(scale_out[t], scale_out[picks[i]]))
+                near.append(near_observed(scale_out[t], scale_out[p]))
         if not out:
             return (
                 np.zeros((len(corrections), 0)),

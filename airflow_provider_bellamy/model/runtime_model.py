@@ -475,6 +475,10 @@ class RuntimeModel:
                 len(parametric["theta"]) != 4
                 or not 0 <= parametric["weight"] <= 1
                 or not all(int(n) > 0 for n in parametric.get("observed_scale_outs", []))
+                or not all(
+                    len(pair) == 2 and float(pair[0]) > 0 and math.isfinite(float(pair[1]))
+                    for pair in parametric.get("run_residuals", [])
+                )
             ):
                 raise ValueError(f"parametric curve {parametric}")
         except (KeyError, ValueError, TypeError) as exc:

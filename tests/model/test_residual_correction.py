@@ -4,7 +4,9 @@ import copy
 
 import numpy as np
 import pandas as pd
+import pytest
 
+from airflow_provider_bellamy.exceptions import ModelFileError
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.calibration import CORRECTIONS
 from airflow_provider_bellamy.model.finetuning import residual_correction
@@ -109,3 +111,15 @@ def test_a_curve_outside_both_families_is_followed_where_the_context_has_runs(
     loaded = RuntimeModel.from_bytes(corrected.to_bytes())
     assert loaded.run_residuals == corrected.run_residuals and len(loaded.run_residuals) == len(ns)
     np.testing.assert_array_equal(loaded.predict(ctx, between), corrected.predict(ctx, between))
+
+
+def test_a_model_file_with_malformed_run_residuals_is_refused_by_name(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    tuned = grep_model.finetune(ctx_runs.iloc[:3])
+    for bad in ([(0.0, 0.1)], [(4.0, float("nan"))], [(4.0,)]):
+        broken = copy.copy(tuned)
+        broken.run_residuals = tuple(bad)
+        with pytest.raises(ModelFileError, match="inconsistent"):
+            RuntimeModel.from_bytes(broken.to_bytes(), source="broken.safetensors")
