@@ -206,10 +206,9 @@ def calibrate(
         if scores and deadline is not None and time.monotonic() > deadline:
             break
         lik = likelihood_sd * factor
-        held = [residuals(k, cov * scale**2, lik, 1)[0][0] for k in (1, 2, 3, 5)]
-        # a k no context has enough scale-outs for gives no residuals: it cannot vote
-        errs = [float(np.mean(np.abs(np.expm1(r)))) for r in held if len(r)]
-        scores[(scale, lik)] = float(np.mean(errs)) if errs else 0.0
+        scores[(scale, lik)] = _out_of_fold_error(
+            [residuals(k, cov * scale**2, lik, 1)[0][0] for k in (1, 2, 3, 5)]
+        )
     prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
     prior_cov = cov * prior_scale**2
     tables: dict[str, dict[str, list[float]]] = {}
@@ -223,10 +222,7 @@ def calibrate(
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
     per_k = [residuals(k, prior_cov, lik_sd, draws, CORRECTIONS) for k in range(MAX_K + 1)]
     # the residual correction that predicts the out-of-fold runs best, as the prior was chosen
-    errors = [
-        float(np.mean([np.mean(np.abs(np.expm1(r[g]))) for r, *_ in per_k[1:] if r.shape[1]] or [0.0]))
-        for g in range(len(CORRECTIONS))
-    ]
+    errors = [_out_of_fold_error([rows[g] for rows, *_ in per_k[1:]]) for g in range(len(CORRECTIONS))]
     best = min(range(len(CORRECTIONS)), key=lambda g: (errors[g], g))
     amplitude, length = CORRECTIONS[best]
     for k, (rows, at, owner, near) in enumerate(per_k):
@@ -257,6 +253,14 @@ def calibrate(
         },
         "validation_mre": mre,
     }
+
+
+def _out_of_fold_error(per_k: Sequence[np.ndarray]) -> float:
+    """What the empirical-Bayes choices minimise: the mean over k of the mean relative error of
+    the out-of-fold log residuals. A k no context has enough scale-outs for gives no residuals:
+    it cannot vote."""
+    errors = [float(np.mean(np.abs(np.expm1(r)))) for r in per_k if len(r)]
+    return float(np.mean(errors)) if errors else 0.0
 
 
 def near_observed(scale_outs: np.ndarray, observed: np.ndarray) -> np.ndarray:

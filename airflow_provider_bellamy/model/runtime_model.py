@@ -258,7 +258,7 @@ class RuntimeModel:
             ns[None],
             log_y[None],
             np.ones((1, len(log_y))),
-            noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
+            noise_sd=self._likelihood_sd,
             learned_cov=self._prior_covariance(),
             check_above=self._smallest_max,
             correction=self._correction,
@@ -277,6 +277,11 @@ class RuntimeModel:
         curve = tuned._log_curves(ctx, ns.astype(np.int64))[1]
         tuned.run_residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
         return tuned
+
+    @property
+    def _likelihood_sd(self) -> float:
+        """Fine-tuning's likelihood width (calibrated; the residual correction's noise too)."""
+        return float(self.metadata.get("likelihood_sd", 0.05))
 
     @property
     def _correction(self) -> tuple[float, float] | None:
@@ -357,7 +362,7 @@ class RuntimeModel:
                 ns,
                 amplitude=correction[0],
                 length=correction[1],
-                noise_sd=float(self.metadata.get("likelihood_sd", 0.05)),
+                noise_sd=self._likelihood_sd,
             )
         return network, blended
 
