@@ -38,7 +38,10 @@ MIN_BUCKET_RESIDUALS = 20
 # A scale-out within this factor of one the context was tuned on is predicted from its own runs
 # close by; farther out the prediction rests on the curve's shape. Their errors differ (Bell's yarn
 # contexts tuned on one run: 90 % upper quantile 1.29 × near, 1.84 × far), so each gets its own
-# tables ("near", "far"; "others" holds both).
+# tables ("near", "far"; "others" holds both). Farther out the error keeps growing with the distance
+# (the pooled 1-run table of the model with Bell's pagerank held out, 90 % upper quantile: 1.07 × at
+# 1.5-3 × away, 1.13 × at 3-5 ×, 1.30 × beyond): the far table holds residuals divided by their log
+# distance in units of log NEAR_FACTOR, and a band multiplies them back (normalised conformal scores).
 NEAR_FACTOR = 1.5
 # An environment (the ``environment`` property: a cluster, a cloud service) gets its own tables
 # once this many of its contexts were predicted out of fold: fewer describe single jobs.
@@ -136,11 +139,11 @@ def calibrate(
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Out-of-fold log residuals at the test runs ([one row per residual correction] ×
         runs), the scale-outs they were at, the index (into ``ctx_ids``) of their context and
-        whether they lay near a picked scale-out."""
+        their log distance to the nearest picked scale-out."""
         out: list[np.ndarray] = []
         at: list[np.ndarray] = []
         owner: list[np.ndarray] = []
-        near: list[np.ndarray] = []
+        distance: list[np.ndarray] = []
         for _ in range(draws):
             picks, tests = [], []
             for runs in run_ids:
@@ -181,15 +184,20 @@ def calibrate(
                 )
                 at.append(scale_out[t])
                 owner.append(np.full(len(t), i))
-                near.append(near_observed(scale_out[t], scale_out[p]))
+                distance.append(log_distance(scale_out[t], scale_out[p]))
         if not out:
             return (
                 np.zeros((len(corrections), 0)),
                 np.array([]),
                 np.array([], dtype=np.int64),
-                np.array([], dtype=bool),
+                np.array([]),
             )
-        return np.concatenate(out, axis=1), np.concatenate(at), np.concatenate(owner), np.concatenate(near)
+        return (
+            np.concatenate(out, axis=1),
+            np.concatenate(at),
+            np.concatenate(owner),
+            np.concatenate(distance),
+        )
 
     # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
     # its runs are known, fitted under a weak prior.
@@ -225,13 +233,15 @@ def calibrate(
     errors = [_out_of_fold_error([rows[g] for rows, *_ in per_k[1:]]) for g in range(len(CORRECTIONS))]
     best = min(range(len(CORRECTIONS)), key=lambda g: (errors[g], g))
     amplitude, length = CORRECTIONS[best]
-    for k, (rows, at, owner, near) in enumerate(per_k):
+    for k, (rows, at, owner, distance) in enumerate(per_k):
         r = rows[best]
         small = at <= small_max
-        tables[str(k)], counts[str(k)] = _bucket_tables(r, small, near)
+        tables[str(k)], counts[str(k)] = _bucket_tables(r, small, distance)
         for env in env_names:
             mine = np.array([env_of[i] == env for i in owner], dtype=bool)
-            t, c = _bucket_tables(r[mine], small[mine], near[mine], fallback=(tables[str(k)], counts[str(k)]))
+            t, c = _bucket_tables(
+                r[mine], small[mine], distance[mine], fallback=(tables[str(k)], counts[str(k)])
+            )
             slot = by_env.setdefault(env, {"quantiles": {}, "counts": {}})
             slot["quantiles"][str(k)], slot["counts"][str(k)] = t, c
         mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
@@ -249,6 +259,7 @@ def calibrate(
             "counts": counts,
             "n": len(ctx_ids),
             "smallest_max_scale_out": small_max,
+            "far_scaled": True,
             "environments": by_env,
         },
         "validation_mre": mre,
@@ -263,35 +274,48 @@ def _out_of_fold_error(per_k: Sequence[np.ndarray]) -> float:
     return float(np.mean(errors)) if errors else 0.0
 
 
-def near_observed(scale_outs: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """Per scale-out: within NEAR_FACTOR of one of the ``observed`` scale-outs (none: False)."""
+def log_distance(scale_outs: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per scale-out: |log n − log m| to the nearest ``observed`` scale-out m (none observed: inf)."""
     if len(observed) == 0:
-        return np.zeros(len(scale_outs), dtype=bool)
+        return np.full(len(scale_outs), np.inf)
     ratio = (
         np.log(np.asarray(scale_outs, dtype=np.float64))[:, None]
         - np.log(np.asarray(observed, dtype=np.float64))[None, :]
     )
-    return np.abs(ratio).min(axis=1) <= math.log(NEAR_FACTOR) + 1e-9
+    return np.abs(ratio).min(axis=1)
+
+
+def is_near(distance: np.ndarray) -> np.ndarray:
+    return distance <= math.log(NEAR_FACTOR) + 1e-9
+
+
+def far_scale(distance: np.ndarray) -> np.ndarray:
+    """What a far residual is divided by in the far table: its log distance in units of
+    log NEAR_FACTOR (≥ 1; none observed, as at k = 0: 1)."""
+    d = np.where(np.isfinite(distance), distance, 0.0)
+    return np.maximum(d / math.log(NEAR_FACTOR), 1.0)
 
 
 def _bucket_tables(
     r: np.ndarray,
     small: np.ndarray,
-    near: np.ndarray,
+    distance: np.ndarray,
     fallback: tuple[dict[str, list[float]], dict[str, int]] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Quantile tables and residual counts of the smallest scale-outs, the others, and the others
-    split into near / far from the tuned scale-outs; a bucket with too few residuals takes
-    ``fallback``'s bucket (or the pooled table of ``r``)."""
+    split into near / far from the tuned scale-outs (the far ones divided by ``far_scale``); a
+    bucket with too few residuals takes ``fallback``'s bucket (or the table of all of ``r``)."""
+    near = is_near(distance)
+    scaled = r / far_scale(distance)
     tables, counts = {}, {}
-    for bucket, sel in (
-        ("smallest", small),
-        ("others", ~small),
-        ("near", ~small & near),
-        ("far", ~small & ~near),
+    for bucket, sel, values in (
+        ("smallest", small, r),
+        ("others", ~small, r),
+        ("near", ~small & near, r),
+        ("far", ~small & ~near, scaled),
     ):
         if sel.sum() >= MIN_BUCKET_RESIDUALS:
-            tables[bucket], counts[bucket] = quantile_table(r[sel]), int(sel.sum())
+            tables[bucket], counts[bucket] = quantile_table(values[sel]), int(sel.sum())
         elif fallback is not None:
             tables[bucket], counts[bucket] = fallback[0][bucket], fallback[1][bucket]
         else:
@@ -350,9 +374,12 @@ def residual_quantiles(
     lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
     hi = np.where(small, bounds["smallest"][1], bounds["others"][1])
     if len(observed) and "near" in bounds:  # (a model calibrated before the split: "others")
-        near = near_observed(scale_outs, np.asarray(observed))
-        lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0]))
-        hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1]))
+        distance = log_distance(scale_outs, np.asarray(observed))
+        near = is_near(distance)
+        # (a model calibrated before the far table was scaled: its far bounds as they are)
+        scale = far_scale(distance) if cal.get("far_scaled") else 1.0
+        lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
+        hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
     return lo, hi
 
 

@@ -298,6 +298,37 @@ def test_scale_outs_near_a_tuned_one_get_the_near_table_and_the_others_the_far_o
     assert not np.allclose(np.log(hi / mean), pooled[1])  # not the table of all distances
 
 
+def test_the_far_band_grows_with_the_log_distance_from_the_tuned_scale_outs(grep_model: RuntimeModel) -> None:
+    """Far residuals are kept in units of their log distance (log 1.5 = 1): a scale-out 4 × away
+    gets the far table's bound × log 4 / log 1.5, one 16 × away twice that. A model calibrated
+    before the scaling (no ``far_scaled``) keeps one far bound at every distance."""
+    from airflow_provider_bellamy.model.calibration import (
+        NEAR_FACTOR,
+        _bucket_tables,
+        log_distance,
+        residual_quantiles,
+    )
+
+    assert grep_model.metadata["calibration"]["far_scaled"] is True
+    lo, hi = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6, 16, 64]), observed=[4])
+    unit = np.log(np.array([4.0, 16.0])) / np.log(NEAR_FACTOR)
+    np.testing.assert_allclose(hi[1:], hi[1] / unit[0] * unit)
+    np.testing.assert_allclose(lo[1:], lo[1] / unit[0] * unit)
+    old = copy.deepcopy(grep_model.metadata)
+    del old["calibration"]["far_scaled"]
+    old_lo, old_hi = residual_quantiles(old, 1, 0.9, np.array([6, 16, 64]), observed=[4])
+    assert old_hi[1] == old_hi[2] and old_lo[1] == old_lo[2]
+    np.testing.assert_array_equal(old_hi[0], hi[0])  # the near bound does not move
+
+    # calibration side: residuals proportional to the distance make a far table of one value
+    distance = log_distance(np.array([6, 9, 16, 32, 64] * 30), np.array([4]))
+    r = 0.1 * np.maximum(distance / np.log(NEAR_FACTOR), 1.0)
+    tables, counts = _bucket_tables(r, np.zeros(len(r), dtype=bool), distance)
+    assert counts["near"] == 30 and counts["far"] == 120
+    np.testing.assert_allclose(tables["far"], 0.1)
+    assert max(tables["others"]) > 0.1 * 6  # the table of all distances is not scaled
+
+
 def test_a_contexts_band_follows_its_own_leave_one_scale_out_errors(
     grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
 ) -> None:
