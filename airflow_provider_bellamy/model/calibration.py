@@ -304,7 +304,8 @@ def _bucket_tables(
 ) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Quantile tables and residual counts of the smallest scale-outs, the others, and the others
     split into near / far from the tuned scale-outs (the far ones divided by ``far_scale``); a
-    bucket with too few residuals takes ``fallback``'s bucket (or the table of all of ``r``)."""
+    bucket with too few residuals takes ``fallback``'s bucket (or the table of all residuals, in the
+    bucket's units)."""
     near = is_near(distance)
     scaled = r / far_scale(distance)
     tables, counts = {}, {}
@@ -319,7 +320,7 @@ def _bucket_tables(
         elif fallback is not None:
             tables[bucket], counts[bucket] = fallback[0][bucket], fallback[1][bucket]
         else:
-            tables[bucket], counts[bucket] = quantile_table(r), len(r)
+            tables[bucket], counts[bucket] = quantile_table(values), len(values)
     return tables, counts
 
 
