@@ -6,19 +6,26 @@ targets some scale-out meets in every repetition, so an oracle exists). Each pol
 picks among the context's scale-outs; a random real repetition at the chosen
 scale-out decides hit or miss and its node-seconds. The oracle is the smallest
 scale-out whose real runs all meet the target.
+
+The k runs a context is fine-tuned on are drawn at random, and all targets of one draw share
+them: a held-out task with few contexts (Bell holds out one per job) draws them several times
+and splits its targets among the draws (``MIN_DRAWS_PER_TASK``). Every figure comes with a 95 %
+bootstrap interval over the draws.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
+    HeldOutTask,
     draw_points,
     held_out_tasks,
     pretrain,
@@ -27,9 +34,19 @@ from airflow_provider_bellamy.decisions import Prediction
 from airflow_provider_bellamy.model import ErnestModel
 from airflow_provider_bellamy.sizing import decide
 
+if TYPE_CHECKING:
+    from airflow_provider_bellamy.model import RuntimeModel
+
 POLICIES = ("bellamy", "ernest", "gbm", "always_max", "oracle")
 K_SIZING = (1, 2, 3, 4, 5)
-TARGETS_PER_CONTEXT = {"c3o": 6, "bell": 40}
+TARGETS_PER_CONTEXT = {"c3o": 6, "bell": 40}  # per context, k and seed, over all its draws
+# Fine-tuning draws per held-out task and k. Every target of a draw rests on the same k runs, so
+# the draws, not the targets, carry the replay's variance: with Bell's one held-out context per
+# job, one draw decided all 40 targets of a k, and the same models read 1.077-1.120 x the
+# oracle's node-seconds across six draws. A task with fewer contexts than this draws each
+# context's runs again (C3O's folds hold >= 4 contexts: one draw each, as before).
+MIN_DRAWS_PER_TASK = 4
+BOOTSTRAP_RESAMPLES = 2000
 
 
 def _choose(
@@ -39,11 +56,25 @@ def _choose(
     return decide(pred, target_s=target).chosen_scale_out
 
 
+class _Tally:
+    """Every policy's decisions per k: hit or miss, node-seconds, and the draw each rests on."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, dict[int, list[bool]]] = {p: defaultdict(list) for p in POLICIES}
+        self.node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in POLICIES}
+        self.units: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+
+    def add(self, k: int, unit: tuple[Any, ...], outcomes: dict[str, tuple[bool, float]]) -> None:
+        self.units[k].append(unit)
+        for policy, (hit, node_seconds) in outcomes.items():
+            self.hits[policy][k].append(hit)
+            self.node_s[policy][k].append(node_seconds)
+
+
 def run_sizing(
     dataset: str = "c3o", confidence: float = 0.9, seeds: int = 3, quick: bool = False, progress: Any = None
 ) -> dict[str, Any]:
-    hits: dict[str, dict[int, list[bool]]] = {p: defaultdict(list) for p in POLICIES}
-    node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in POLICIES}
+    tally = _Tally()
     started = time.perf_counter()
     for seed in range(seeds):
         for task in held_out_tasks(dataset, seed):
@@ -52,71 +83,100 @@ def run_sizing(
             general = pretrain(task, seed, quick)
             gbm = GbmBaseline(task.train, seed)
             rng = np.random.default_rng(20_000 + seed * 100 + task.fold)
+            repeats = math.ceil(MIN_DRAWS_PER_TASK / task.held_out["context_id"].nunique())
+            targets = _split(TARGETS_PER_CONTEXT[dataset], repeats)
             for k in K_SIZING:
-                draws = {
-                    cid: draw_points(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)
-                }
-                extra = pd.concat([p for p, _ in draws.values()]).drop(columns=["context_id"])
-                grid_rows = []
-                for cid, g in task.held_out.groupby("context_id", sort=True):
-                    for n in sorted(g["scale_out"].unique()):
-                        grid_rows.append({**g.iloc[0].to_dict(), "scale_out": int(n), "context_id": cid})
-                grid = pd.DataFrame(grid_rows)
-                gbm_pred = dict(
-                    zip(
-                        zip(grid["context_id"], grid["scale_out"], strict=True),
-                        gbm.fit_predict(extra, grid),
-                        strict=True,
+                for repeat in range(repeats):
+                    _replay_draw(
+                        task,
+                        general,
+                        gbm,
+                        k,
+                        targets[repeat],
+                        confidence,
+                        rng,
+                        tally,
+                        (seed, task.fold, repeat),
                     )
-                )
-                for cid, g in task.held_out.groupby("context_id", sort=True):
-                    points, _ = draws[cid]
-                    ctx = g.iloc[0].to_dict()
-                    ns = sorted(int(n) for n in g["scale_out"].unique())
-                    runs_at = {n: g.loc[g["scale_out"] == n, "runtime_s"].to_numpy() for n in ns}
-                    means = np.array([runs_at[n].mean() for n in ns])
-                    worst = np.array([runs_at[n].max() for n in ns])
-                    lo_t, hi_t = float(worst.min()), float(means.max())
-                    if hi_t <= lo_t:
-                        hi_t = lo_t * 1.5
-                    tuned = general.finetune(points.drop(columns=["context_id"]))
-                    b_mean, b_lo, b_hi = tuned.predict_band(ctx, ns, confidence)
-                    size = float(ctx.get("data_size_mb") or 1.0)
-                    ern = ErnestModel.fit_points(
-                        points["scale_out"].to_numpy(), points["runtime_s"].to_numpy(), size
-                    )
-                    e_mean, e_lo, e_hi = ern.predict_band(None, ns, confidence)
-                    g_mean = np.array([gbm_pred[(cid, n)] for n in ns])
-                    for target in rng.uniform(lo_t, hi_t, TARGETS_PER_CONTEXT[dataset]):
-                        choice = {
-                            "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
-                            "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
-                            "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
-                            "always_max": max(ns),
-                            "oracle": next(n for n in ns if runs_at[n].max() <= target),
-                        }
-                        for policy, n in choice.items():
-                            runtime = float(rng.choice(runs_at[n]))
-                            hits[policy][k].append(runtime <= target)
-                            node_s[policy][k].append(n * runtime)
-    return _summarise(hits, node_s, dataset, confidence, seeds, quick, time.perf_counter() - started)
+    return _summarise(tally, dataset, confidence, seeds, quick, time.perf_counter() - started)
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` targets over ``parts`` draws, as evenly as integers allow."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def _replay_draw(
+    task: HeldOutTask,
+    general: RuntimeModel,
+    gbm: GbmBaseline,
+    k: int,
+    targets: int,
+    confidence: float,
+    rng: np.random.Generator,
+    tally: _Tally,
+    draw: tuple[int, int, int],
+) -> None:
+    """One draw of k fine-tuning runs for every held-out context of ``task``, then ``targets``
+    targets per context, each decided by every policy."""
+    draws = {cid: draw_points(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
+    extra = pd.concat([p for p, _ in draws.values()]).drop(columns=["context_id"])
+    grid_rows = []
+    for cid, g in task.held_out.groupby("context_id", sort=True):
+        for n in sorted(g["scale_out"].unique()):
+            grid_rows.append({**g.iloc[0].to_dict(), "scale_out": int(n), "context_id": cid})
+    grid = pd.DataFrame(grid_rows)
+    gbm_pred = dict(
+        zip(
+            zip(grid["context_id"], grid["scale_out"], strict=True),
+            gbm.fit_predict(extra, grid),
+            strict=True,
+        )
+    )
+    for cid, g in task.held_out.groupby("context_id", sort=True):
+        points, _ = draws[cid]
+        ctx = g.iloc[0].to_dict()
+        ns = sorted(int(n) for n in g["scale_out"].unique())
+        runs_at = {n: g.loc[g["scale_out"] == n, "runtime_s"].to_numpy() for n in ns}
+        means = np.array([runs_at[n].mean() for n in ns])
+        worst = np.array([runs_at[n].max() for n in ns])
+        lo_t, hi_t = float(worst.min()), float(means.max())
+        if hi_t <= lo_t:
+            hi_t = lo_t * 1.5
+        tuned = general.finetune(points.drop(columns=["context_id"]))
+        b_mean, b_lo, b_hi = tuned.predict_band(ctx, ns, confidence)
+        size = float(ctx.get("data_size_mb") or 1.0)
+        ern = ErnestModel.fit_points(points["scale_out"].to_numpy(), points["runtime_s"].to_numpy(), size)
+        e_mean, e_lo, e_hi = ern.predict_band(None, ns, confidence)
+        g_mean = np.array([gbm_pred[(cid, n)] for n in ns])
+        for target in rng.uniform(lo_t, hi_t, targets):
+            choice = {
+                "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
+                "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
+                "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
+                "always_max": max(ns),
+                "oracle": next(n for n in ns if runs_at[n].max() <= target),
+            }
+            outcomes = {}
+            for policy, n in choice.items():
+                runtime = float(rng.choice(runs_at[n]))
+                outcomes[policy] = (runtime <= target, n * runtime)
+            # the unit of the bootstrap: one context's draw of k runs
+            tally.add(k, (task.algorithm, cid, k, *draw), outcomes)
 
 
 def _summarise(
-    hits: dict[str, dict[int, list[bool]]],
-    node_s: dict[str, dict[int, list[float]]],
-    dataset: str,
-    confidence: float,
-    seeds: int,
-    quick: bool,
-    seconds: float,
+    tally: _Tally, dataset: str, confidence: float, seeds: int, quick: bool, seconds: float
 ) -> dict[str, Any]:
     def stats(policy: str, ks: tuple[int, ...]) -> dict[str, float]:
-        h = [x for k in ks for x in hits[policy][k]]
-        ns = sum(x for k in ks for x in node_s[policy][k])
-        oracle = sum(x for k in ks for x in node_s["oracle"][k])
+        h = [x for k in ks for x in tally.hits[policy][k]]
+        ns = sum(x for k in ks for x in tally.node_s[policy][k])
+        oracle = sum(x for k in ks for x in tally.node_s["oracle"][k])
         return {"attainment": float(np.mean(h)), "node_seconds_vs_oracle": ns / oracle, "decisions": len(h)}
 
+    policies = {p: stats(p, K_SIZING) for p in POLICIES}
+    for policy, interval in _bootstrap(tally).items():
+        policies[policy]["interval_95"] = interval
     return {
         "benchmark": "sizing",
         "dataset": dataset,
@@ -125,10 +185,42 @@ def _summarise(
         "quick": quick,
         "date": time.strftime("%Y-%m-%d"),
         "k": list(K_SIZING),
-        "policies": {p: stats(p, K_SIZING) for p in POLICIES},
+        "min_draws_per_task": MIN_DRAWS_PER_TASK,
+        "draws": len({u for k in K_SIZING for u in tally.units[k]}),
+        "policies": policies,
         "per_k": {str(k): {p: stats(p, (k,)) for p in POLICIES} for k in K_SIZING},
         "seconds": round(seconds, 1),
     }
+
+
+def _bootstrap(tally: _Tally) -> dict[str, dict[str, list[float]]]:
+    """95 % percentile intervals of each policy's attainment and node-seconds / oracle, resampling
+    the draws of fine-tuning runs (with all their targets) with replacement: the decisions of one
+    draw share its runs, so they are not independent of each other."""
+    units = [u for k in K_SIZING for u in tally.units[k]]
+    index = {u: i for i, u in enumerate(dict.fromkeys(units))}
+    owner = np.array([index[u] for u in units])
+    count = np.bincount(owner, minlength=len(index))
+    rng = np.random.default_rng(0)
+    draws = rng.multinomial(len(index), np.full(len(index), 1.0 / len(index)), size=BOOTSTRAP_RESAMPLES)
+
+    def summed(values: list[float]) -> np.ndarray:
+        return draws @ np.bincount(owner, weights=np.asarray(values, dtype=np.float64), minlength=len(index))
+
+    def flat(table: dict[int, list[Any]]) -> list[float]:
+        return [float(x) for k in K_SIZING for x in table[k]]
+
+    oracle = summed(flat(tally.node_s["oracle"]))
+    decisions = draws @ count
+    out = {}
+    for policy in POLICIES:
+        attainment = summed(flat(tally.hits[policy])) / decisions
+        ratio = summed(flat(tally.node_s[policy])) / oracle
+        out[policy] = {
+            "attainment": [float(v) for v in np.percentile(attainment, [2.5, 97.5])],
+            "node_seconds_vs_oracle": [float(v) for v in np.percentile(ratio, [2.5, 97.5])],
+        }
+    return out
 
 
 def render_sizing(report: dict[str, Any]) -> None:
@@ -165,3 +257,11 @@ def render_sizing(report: dict[str, Any]) -> None:
         )
         table.add_section()
     console.print(table)
+    console.print(f"95 % bootstrap intervals over {report['draws']} draws of fine-tuning runs:")
+    for policy in POLICIES[:-1]:
+        att, ratio = (
+            report["policies"][policy]["interval_95"][m] for m in ("attainment", "node_seconds_vs_oracle")
+        )
+        console.print(
+            f"  {policy}: attainment {att[0]:.1%}-{att[1]:.1%}, node-seconds / oracle {ratio[0]:.3f}-{ratio[1]:.3f}"
+        )
