@@ -80,24 +80,19 @@ def run_sizing(
         for task in held_out_tasks(dataset, seed):
             if progress:
                 progress(f"seed {seed} · {task.algorithm} · fold {task.fold}")
-            general = pretrain(task, seed, quick)
-            gbm = GbmBaseline(task.train, seed)
-            rng = np.random.default_rng(20_000 + seed * 100 + task.fold)
+            replay = _TaskReplay(
+                task,
+                pretrain(task, seed, quick),
+                GbmBaseline(task.train, seed),
+                confidence,
+                np.random.default_rng(20_000 + seed * 100 + task.fold),
+                tally,
+            )
             repeats = math.ceil(MIN_DRAWS_PER_TASK / task.held_out["context_id"].nunique())
             targets = _split(TARGETS_PER_CONTEXT[dataset], repeats)
             for k in K_SIZING:
                 for repeat in range(repeats):
-                    _replay_draw(
-                        task,
-                        general,
-                        gbm,
-                        k,
-                        targets[repeat],
-                        confidence,
-                        rng,
-                        tally,
-                        (seed, task.fold, repeat),
-                    )
+                    replay.draw(k, targets[repeat], (seed, task.fold, repeat))
     return _summarise(tally, dataset, confidence, seeds, quick, time.perf_counter() - started)
 
 
@@ -106,63 +101,73 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def _replay_draw(
-    task: HeldOutTask,
-    general: RuntimeModel,
-    gbm: GbmBaseline,
-    k: int,
-    targets: int,
-    confidence: float,
-    rng: np.random.Generator,
-    tally: _Tally,
-    draw: tuple[int, int, int],
-) -> None:
-    """One draw of k fine-tuning runs for every held-out context of ``task``, then ``targets``
-    targets per context, each decided by every policy."""
-    draws = {cid: draw_points(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
-    extra = pd.concat([p for p, _ in draws.values()]).drop(columns=["context_id"])
-    grid_rows = []
-    for cid, g in task.held_out.groupby("context_id", sort=True):
-        for n in sorted(g["scale_out"].unique()):
-            grid_rows.append({**g.iloc[0].to_dict(), "scale_out": int(n), "context_id": cid})
-    grid = pd.DataFrame(grid_rows)
-    gbm_pred = dict(
-        zip(
-            zip(grid["context_id"], grid["scale_out"], strict=True),
-            gbm.fit_predict(extra, grid),
-            strict=True,
+class _TaskReplay:
+    """One held-out task's replay: its pre-trained model, its GBM baseline and the grid of its
+    contexts' scale-outs, decided on draw after draw."""
+
+    def __init__(
+        self,
+        task: HeldOutTask,
+        general: RuntimeModel,
+        gbm: GbmBaseline,
+        confidence: float,
+        rng: np.random.Generator,
+        tally: _Tally,
+    ) -> None:
+        self.task, self.general, self.gbm = task, general, gbm
+        self.confidence, self.rng, self.tally = confidence, rng, tally
+        self.contexts = list(task.held_out.groupby("context_id", sort=True))
+        self.grid = pd.DataFrame(
+            [
+                {**g.iloc[0].to_dict(), "scale_out": int(n), "context_id": cid}
+                for cid, g in self.contexts
+                for n in sorted(g["scale_out"].unique())
+            ]
         )
-    )
-    for cid, g in task.held_out.groupby("context_id", sort=True):
-        points, _ = draws[cid]
-        ctx = g.iloc[0].to_dict()
-        ns = sorted(int(n) for n in g["scale_out"].unique())
-        runs_at = {n: g.loc[g["scale_out"] == n, "runtime_s"].to_numpy() for n in ns}
-        means = np.array([runs_at[n].mean() for n in ns])
-        worst = np.array([runs_at[n].max() for n in ns])
-        lo_t, hi_t = float(worst.min()), float(means.max())
-        if hi_t <= lo_t:
-            hi_t = lo_t * 1.5
-        tuned = general.finetune(points.drop(columns=["context_id"]))
-        b_mean, b_lo, b_hi = tuned.predict_band(ctx, ns, confidence)
-        size = float(ctx.get("data_size_mb") or 1.0)
-        ern = ErnestModel.fit_points(points["scale_out"].to_numpy(), points["runtime_s"].to_numpy(), size)
-        e_mean, e_lo, e_hi = ern.predict_band(None, ns, confidence)
-        g_mean = np.array([gbm_pred[(cid, n)] for n in ns])
-        for target in rng.uniform(lo_t, hi_t, targets):
-            choice = {
-                "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
-                "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
-                "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
-                "always_max": max(ns),
-                "oracle": next(n for n in ns if runs_at[n].max() <= target),
-            }
-            outcomes = {}
-            for policy, n in choice.items():
-                runtime = float(rng.choice(runs_at[n]))
-                outcomes[policy] = (runtime <= target, n * runtime)
-            # the unit of the bootstrap: one context's draw of k runs
-            tally.add(k, (task.algorithm, cid, k, *draw), outcomes)
+
+    def draw(self, k: int, targets: int, draw: tuple[int, int, int]) -> None:
+        """One draw of k fine-tuning runs for every held-out context, then ``targets`` targets per
+        context, each decided by every policy."""
+        confidence, rng = self.confidence, self.rng
+        draws = {cid: draw_points(g, k, rng) for cid, g in self.contexts}
+        extra = pd.concat([p for p, _ in draws.values()]).drop(columns=["context_id"])
+        gbm_pred = dict(
+            zip(
+                zip(self.grid["context_id"], self.grid["scale_out"], strict=True),
+                self.gbm.fit_predict(extra, self.grid),
+                strict=True,
+            )
+        )
+        for cid, g in self.contexts:
+            points, _ = draws[cid]
+            ctx = g.iloc[0].to_dict()
+            ns = sorted(int(n) for n in g["scale_out"].unique())
+            runs_at = {n: g.loc[g["scale_out"] == n, "runtime_s"].to_numpy() for n in ns}
+            means = np.array([runs_at[n].mean() for n in ns])
+            worst = np.array([runs_at[n].max() for n in ns])
+            lo_t, hi_t = float(worst.min()), float(means.max())
+            if hi_t <= lo_t:
+                hi_t = lo_t * 1.5
+            tuned = self.general.finetune(points.drop(columns=["context_id"]))
+            b_mean, b_lo, b_hi = tuned.predict_band(ctx, ns, confidence)
+            size = float(ctx.get("data_size_mb") or 1.0)
+            ern = ErnestModel.fit_points(points["scale_out"].to_numpy(), points["runtime_s"].to_numpy(), size)
+            e_mean, e_lo, e_hi = ern.predict_band(None, ns, confidence)
+            g_mean = np.array([gbm_pred[(cid, n)] for n in ns])
+            for target in rng.uniform(lo_t, hi_t, targets):
+                choice = {
+                    "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
+                    "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
+                    "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
+                    "always_max": max(ns),
+                    "oracle": next(n for n in ns if runs_at[n].max() <= target),
+                }
+                outcomes = {}
+                for policy, n in choice.items():
+                    runtime = float(rng.choice(runs_at[n]))
+                    outcomes[policy] = (runtime <= target, n * runtime)
+                # the unit of the bootstrap: one context's draw of k runs
+                self.tally.add(k, (self.task.algorithm, cid, k, *draw), outcomes)
 
 
 def _summarise(
