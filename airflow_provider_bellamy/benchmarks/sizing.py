@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -64,6 +65,10 @@ class _Tally:
         self.node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in POLICIES}
         self.units: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
 
+    def draws(self) -> list[tuple[Any, ...]]:
+        """Every draw the decisions rest on, once each, in the order they were made."""
+        return list(dict.fromkeys(u for k in K_SIZING for u in self.units[k]))
+
     def add(self, k: int, unit: tuple[Any, ...], outcomes: dict[str, tuple[bool, float]]) -> None:
         self.units[k].append(unit)
         for policy, (hit, node_seconds) in outcomes.items():
@@ -101,6 +106,29 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
+@dataclass(frozen=True)
+class _HeldOutContext:
+    """A held-out context as the replay needs it, whatever the draw: its runs, its scale-outs with
+    the real runs at each, and the range its targets are drawn from."""
+
+    cid: str
+    runs: pd.DataFrame
+    properties: dict[str, Any]
+    scale_outs: list[int]
+    runs_at: dict[int, np.ndarray]
+    lowest_target: float
+    highest_target: float
+
+    @classmethod
+    def of(cls, cid: str, runs: pd.DataFrame) -> _HeldOutContext:
+        scale_outs = sorted(int(n) for n in runs["scale_out"].unique())
+        runs_at = {n: runs.loc[runs["scale_out"] == n, "runtime_s"].to_numpy() for n in scale_outs}
+        # from the lowest worst run of any scale-out (so an oracle exists) up to the slowest mean
+        lo = float(min(r.max() for r in runs_at.values()))
+        hi = float(max(r.mean() for r in runs_at.values()))
+        return cls(cid, runs, runs.iloc[0].to_dict(), scale_outs, runs_at, lo, hi if hi > lo else lo * 1.5)
+
+
 class _TaskReplay:
     """One held-out task's replay: its pre-trained model, its GBM baseline and the grid of its
     contexts' scale-outs, decided on draw after draw."""
@@ -116,12 +144,14 @@ class _TaskReplay:
     ) -> None:
         self.task, self.general, self.gbm = task, general, gbm
         self.confidence, self.rng, self.tally = confidence, rng, tally
-        self.contexts = list(task.held_out.groupby("context_id", sort=True))
+        self.contexts = [
+            _HeldOutContext.of(cid, g) for cid, g in task.held_out.groupby("context_id", sort=True)
+        ]
         self.grid = pd.DataFrame(
             [
-                {**g.iloc[0].to_dict(), "scale_out": int(n), "context_id": cid}
-                for cid, g in self.contexts
-                for n in sorted(g["scale_out"].unique())
+                {**c.properties, "scale_out": n, "context_id": c.cid}
+                for c in self.contexts
+                for n in c.scale_outs
             ]
         )
 
@@ -129,8 +159,8 @@ class _TaskReplay:
         """One draw of k fine-tuning runs for every held-out context, then ``targets`` targets per
         context, each decided by every policy."""
         confidence, rng = self.confidence, self.rng
-        draws = {cid: draw_points(g, k, rng) for cid, g in self.contexts}
-        extra = pd.concat([p for p, _ in draws.values()]).drop(columns=["context_id"])
+        draws = {c.cid: draw_points(c.runs, k, rng)[0] for c in self.contexts}
+        extra = pd.concat(draws.values()).drop(columns=["context_id"])
         gbm_pred = dict(
             zip(
                 zip(self.grid["context_id"], self.grid["scale_out"], strict=True),
@@ -138,23 +168,15 @@ class _TaskReplay:
                 strict=True,
             )
         )
-        for cid, g in self.contexts:
-            points, _ = draws[cid]
-            ctx = g.iloc[0].to_dict()
-            ns = sorted(int(n) for n in g["scale_out"].unique())
-            runs_at = {n: g.loc[g["scale_out"] == n, "runtime_s"].to_numpy() for n in ns}
-            means = np.array([runs_at[n].mean() for n in ns])
-            worst = np.array([runs_at[n].max() for n in ns])
-            lo_t, hi_t = float(worst.min()), float(means.max())
-            if hi_t <= lo_t:
-                hi_t = lo_t * 1.5
+        for c in self.contexts:
+            points, ns, runs_at = draws[c.cid], c.scale_outs, c.runs_at
             tuned = self.general.finetune(points.drop(columns=["context_id"]))
-            b_mean, b_lo, b_hi = tuned.predict_band(ctx, ns, confidence)
-            size = float(ctx.get("data_size_mb") or 1.0)
+            b_mean, b_lo, b_hi = tuned.predict_band(c.properties, ns, confidence)
+            size = float(c.properties.get("data_size_mb") or 1.0)
             ern = ErnestModel.fit_points(points["scale_out"].to_numpy(), points["runtime_s"].to_numpy(), size)
             e_mean, e_lo, e_hi = ern.predict_band(None, ns, confidence)
-            g_mean = np.array([gbm_pred[(cid, n)] for n in ns])
-            for target in rng.uniform(lo_t, hi_t, targets):
+            g_mean = np.array([gbm_pred[(c.cid, n)] for n in ns])
+            for target in rng.uniform(c.lowest_target, c.highest_target, targets):
                 choice = {
                     "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
                     "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
@@ -167,7 +189,7 @@ class _TaskReplay:
                     runtime = float(rng.choice(runs_at[n]))
                     outcomes[policy] = (runtime <= target, n * runtime)
                 # the unit of the bootstrap: one context's draw of k runs
-                self.tally.add(k, (self.task.algorithm, cid, k, *draw), outcomes)
+                self.tally.add(k, (self.task.algorithm, c.cid, k, *draw), outcomes)
 
 
 def _summarise(
@@ -191,7 +213,7 @@ def _summarise(
         "date": time.strftime("%Y-%m-%d"),
         "k": list(K_SIZING),
         "min_draws_per_task": MIN_DRAWS_PER_TASK,
-        "draws": len({u for k in K_SIZING for u in tally.units[k]}),
+        "draws": len(tally.draws()),
         "policies": policies,
         "per_k": {str(k): {p: stats(p, (k,)) for p in POLICIES} for k in K_SIZING},
         "seconds": round(seconds, 1),
@@ -202,9 +224,8 @@ def _bootstrap(tally: _Tally) -> dict[str, dict[str, list[float]]]:
     """95 % percentile intervals of each policy's attainment and node-seconds / oracle, resampling
     the draws of fine-tuning runs (with all their targets) with replacement: the decisions of one
     draw share its runs, so they are not independent of each other."""
-    units = [u for k in K_SIZING for u in tally.units[k]]
-    index = {u: i for i, u in enumerate(dict.fromkeys(units))}
-    owner = np.array([index[u] for u in units])
+    index = {u: i for i, u in enumerate(tally.draws())}
+    owner = np.array([index[u] for k in K_SIZING for u in tally.units[k]])
     count = np.bincount(owner, minlength=len(index))
     rng = np.random.default_rng(0)
     draws = rng.multinomial(len(index), np.full(len(index), 1.0 / len(index)), size=BOOTSTRAP_RESAMPLES)
