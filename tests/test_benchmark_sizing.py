@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from airflow_provider_bellamy.benchmarks.sizing import K_SIZING, POLICIES, _split, _summarise, _Tally
+import numpy as np
+import pytest
+
+from airflow_provider_bellamy.benchmarks.sizing import (
+    K_SIZING,
+    POLICIES,
+    _repeats,
+    _split,
+    _summarise,
+    _Tally,
+    run_sizing,
+)
+from airflow_provider_bellamy.exceptions import InvalidInputError
 
 
 def test_targets_split_evenly_over_the_draws_and_keep_their_total() -> None:
@@ -12,6 +24,33 @@ def test_targets_split_evenly_over_the_draws_and_keep_their_total() -> None:
     assert _split(6, 1) == [6]
     assert _split(10, 3) == [4, 3, 3]
     assert sum(_split(41, 4)) == 41
+
+
+def test_draws_reach_the_minimum_and_none_is_left_without_a_target() -> None:
+    assert _repeats(4, 1, "bell") == 4  # one held-out context: drawn 4 times
+    assert _repeats(40, 1, "bell") == 40
+    assert _repeats(400, 1, "bell") == 40  # no more draws than Bell's 40 targets
+    assert _repeats(4, 10, "c3o") == 1  # enough contexts: one draw each
+    assert _repeats(10, 4, "c3o") == 3
+    assert _repeats(40, 4, "c3o") == 6  # no more draws than C3O's 6 targets
+    assert all(_split(40, _repeats(m, 1, "bell"))[-1] >= 1 for m in (1, 3, 7, 39, 40, 41))
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("min_draws", 0),
+        ("min_draws", 2.5),
+        ("seeds", 0),
+        ("seeds", True),
+        ("confidence", 1.0),
+        ("confidence", math.nan),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_training(argument: str, value: object) -> None:
+    with pytest.raises(InvalidInputError) as error:
+        run_sizing("bell", **{argument: value})  # type: ignore[arg-type]
+    assert error.value.field == argument
 
 
 def _tally(per_draw: list[tuple[float, float]], decisions: int = 8) -> _Tally:

@@ -32,7 +32,9 @@ from airflow_provider_bellamy.benchmarks.common import (
     pretrain,
 )
 from airflow_provider_bellamy.decisions import Prediction
+from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model import ErnestModel
+from airflow_provider_bellamy.records import validate_confidence
 from airflow_provider_bellamy.sizing import decide
 
 if TYPE_CHECKING:
@@ -77,8 +79,20 @@ class _Tally:
 
 
 def run_sizing(
-    dataset: str = "c3o", confidence: float = 0.9, seeds: int = 3, quick: bool = False, progress: Any = None
+    dataset: str = "c3o",
+    confidence: float = 0.9,
+    seeds: int = 3,
+    quick: bool = False,
+    progress: Any = None,
+    min_draws: int = MIN_DRAWS_PER_TASK,
 ) -> dict[str, Any]:
+    """The replay; ``min_draws``: fine-tuning draws per held-out task and k, at least (more draws,
+    the same decisions: a narrower interval for the same time spent pre-training)."""
+    # checked before the first model is pre-trained, not a minute into the run
+    confidence = validate_confidence(confidence)
+    for name, value in (("seeds", seeds), ("min_draws", min_draws)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(name, value, "must be a whole number >= 1")
     tally = _Tally()
     started = time.perf_counter()
     for seed in range(seeds):
@@ -93,12 +107,20 @@ def run_sizing(
                 np.random.default_rng(20_000 + seed * 100 + task.fold),
                 tally,
             )
-            repeats = math.ceil(MIN_DRAWS_PER_TASK / task.held_out["context_id"].nunique())
-            targets = _split(TARGETS_PER_CONTEXT[dataset], repeats)
+            targets = _split(
+                TARGETS_PER_CONTEXT[dataset],
+                _repeats(min_draws, task.held_out["context_id"].nunique(), dataset),
+            )
             for k in K_SIZING:
-                for repeat in range(repeats):
+                for repeat in range(len(targets)):
                     replay.draw(k, targets[repeat], (seed, task.fold, repeat))
-    return _summarise(tally, dataset, confidence, seeds, quick, time.perf_counter() - started)
+    return _summarise(tally, dataset, confidence, seeds, quick, time.perf_counter() - started, min_draws)
+
+
+def _repeats(min_draws: int, contexts: int, dataset: str) -> int:
+    """How often each held-out context's fine-tuning runs are drawn per k: enough for the task to
+    reach ``min_draws`` draws, never more than it has targets (a draw without one decides nothing)."""
+    return max(1, min(TARGETS_PER_CONTEXT[dataset], math.ceil(min_draws / contexts)))
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -193,7 +215,13 @@ class _TaskReplay:
 
 
 def _summarise(
-    tally: _Tally, dataset: str, confidence: float, seeds: int, quick: bool, seconds: float
+    tally: _Tally,
+    dataset: str,
+    confidence: float,
+    seeds: int,
+    quick: bool,
+    seconds: float,
+    min_draws: int = MIN_DRAWS_PER_TASK,
 ) -> dict[str, Any]:
     def stats(policy: str, ks: tuple[int, ...]) -> dict[str, float]:
         h = [x for k in ks for x in tally.hits[policy][k]]
@@ -212,7 +240,7 @@ def _summarise(
         "quick": quick,
         "date": time.strftime("%Y-%m-%d"),
         "k": list(K_SIZING),
-        "min_draws_per_task": MIN_DRAWS_PER_TASK,
+        "min_draws_per_task": min_draws,
         "draws": len(tally.draws()),
         "policies": policies,
         "per_k": {str(k): {p: stats(p, (k,)) for p in POLICIES} for k in K_SIZING},

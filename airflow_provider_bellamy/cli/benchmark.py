@@ -24,6 +24,12 @@ def register(subparsers: Any) -> None:
     siz.add_argument("--confidence", type=float, default=0.9)
     siz.add_argument("--seeds", type=int, default=3)
     siz.add_argument("--quick", action="store_true")
+    siz.add_argument(
+        "--min-draws",
+        type=int,
+        default=None,
+        help="fine-tuning draws per held-out task and k, at least (default 4; more: a narrower interval)",
+    )
     siz.add_argument("--json", dest="json_path", default=None)
     siz.set_defaults(func=_sizing)
 
@@ -64,8 +70,15 @@ def _sizing(args: argparse.Namespace) -> int:
     from airflow_provider_bellamy.benchmarks.sizing import render_sizing, run_sizing
 
     seeds = 1 if args.quick and args.seeds == 3 else args.seeds
+    from airflow_provider_bellamy.benchmarks.sizing import MIN_DRAWS_PER_TASK
+
     report = run_sizing(
-        args.dataset, confidence=args.confidence, seeds=seeds, quick=args.quick, progress=_progress()
+        args.dataset,
+        confidence=args.confidence,
+        seeds=seeds,
+        quick=args.quick,
+        progress=_progress(),
+        min_draws=MIN_DRAWS_PER_TASK if args.min_draws is None else args.min_draws,
     )
     render_sizing(report)
     if args.json_path:
