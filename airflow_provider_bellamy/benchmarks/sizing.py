@@ -112,8 +112,8 @@ def run_sizing(
                 _repeats(min_draws, task.held_out["context_id"].nunique(), dataset),
             )
             for k in K_SIZING:
-                for repeat in range(len(targets)):
-                    replay.draw(k, targets[repeat], (seed, task.fold, repeat))
+                for repeat, count in enumerate(targets):
+                    replay.draw(k, count, (seed, task.fold, repeat))
     return _summarise(tally, dataset, confidence, seeds, quick, time.perf_counter() - started, min_draws)
 
 

@@ -67,11 +67,9 @@ def _accuracy(args: argparse.Namespace) -> int:
 
 def _sizing(args: argparse.Namespace) -> int:
     from airflow_provider_bellamy.benchmarks.accuracy import write_json
-    from airflow_provider_bellamy.benchmarks.sizing import render_sizing, run_sizing
+    from airflow_provider_bellamy.benchmarks.sizing import MIN_DRAWS_PER_TASK, render_sizing, run_sizing
 
     seeds = 1 if args.quick and args.seeds == 3 else args.seeds
-    from airflow_provider_bellamy.benchmarks.sizing import MIN_DRAWS_PER_TASK
-
     report = run_sizing(
         args.dataset,
         confidence=args.confidence,
