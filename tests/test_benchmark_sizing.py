@@ -27,13 +27,13 @@ def test_targets_split_evenly_over_the_draws_and_keep_their_total() -> None:
 
 
 def test_draws_reach_the_minimum_and_none_is_left_without_a_target() -> None:
-    assert _repeats(4, 1, "bell") == 4  # one held-out context: drawn 4 times
-    assert _repeats(40, 1, "bell") == 40
-    assert _repeats(400, 1, "bell") == 40  # no more draws than Bell's 40 targets
-    assert _repeats(4, 10, "c3o") == 1  # enough contexts: one draw each
-    assert _repeats(10, 4, "c3o") == 3
-    assert _repeats(40, 4, "c3o") == 6  # no more draws than C3O's 6 targets
-    assert all(_split(40, _repeats(m, 1, "bell"))[-1] >= 1 for m in (1, 3, 7, 39, 40, 41))
+    assert _repeats(4, 1, 40) == 4  # one held-out context: drawn 4 times
+    assert _repeats(40, 1, 40) == 40
+    assert _repeats(400, 1, 40) == 40  # no more draws than Bell's 40 targets
+    assert _repeats(4, 10, 6) == 1  # enough contexts: one draw each
+    assert _repeats(10, 4, 6) == 3
+    assert _repeats(40, 4, 6) == 6  # no more draws than C3O's 6 targets
+    assert all(_split(40, _repeats(m, 1, 40))[-1] >= 1 for m in (1, 3, 7, 39, 40, 41))
 
 
 @pytest.mark.parametrize(

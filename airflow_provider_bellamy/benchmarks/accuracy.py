@@ -20,10 +20,12 @@ import pandas as pd
 from airflow_provider_bellamy.benchmarks.common import (
     K_VALUES,
     GbmBaseline,
+    benchmark_runs,
     draw_points,
     ernest_predict,
     held_out_tasks,
     pretrain,
+    render_skipped,
 )
 
 MODELS = ("bellamy", "ernest", "gbm")
@@ -34,8 +36,17 @@ def _mre(pred: np.ndarray, actual: np.ndarray) -> list[float]:
 
 
 def run_accuracy(
-    dataset: str = "c3o", seeds: int = 3, quick: bool = False, progress: Any = None
+    dataset: str = "c3o",
+    seeds: int = 3,
+    quick: bool = False,
+    progress: Any = None,
+    *,
+    traces: str | Path | None = None,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
+    """The accuracy protocol on a bundled set, or on the runs of a ``traces`` file split by
+    ``protocol`` (see ``benchmark_runs``)."""
+    data = benchmark_runs(dataset, traces=traces, protocol=protocol)
     # errors[model][algorithm][k] → list of per-run relative errors
     errors: dict[str, dict[str, dict[int, list[float]]]] = {
         m: defaultdict(lambda: defaultdict(list)) for m in MODELS
@@ -43,7 +54,7 @@ def run_accuracy(
     pretrain_s: list[float] = []
     finetune_s: list[float] = []
     predict_s: list[float] = []
-    tasks = [(seed, t) for seed in range(seeds) for t in held_out_tasks(dataset, seed)]
+    tasks = [(seed, t) for seed in range(seeds) for t in held_out_tasks(data, seed)]
     for seed, task in tasks:
         if progress:
             progress(f"seed {seed} · {task.algorithm} · fold {task.fold}")
@@ -81,7 +92,9 @@ def run_accuracy(
                 ern = ernest_predict(points, ns)
                 if ern is not None:
                     errors["ernest"][task.algorithm][k].extend(_mre(ern, actual))
-    return _summarise(errors, dataset, seeds, quick, pretrain_s, finetune_s, predict_s)
+    return _summarise(
+        errors, data.name, seeds, quick, pretrain_s, finetune_s, predict_s, data.report_fields()
+    )
 
 
 def _summarise(
@@ -92,6 +105,7 @@ def _summarise(
     pretrain_s: list[float],
     finetune_s: list[float],
     predict_s: list[float],
+    fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     results: dict[str, dict[str, float | None]] = {}
     per_algorithm: dict[str, dict[str, dict[str, float | None]]] = {}
@@ -110,6 +124,7 @@ def _summarise(
     return {
         "benchmark": "accuracy",
         "dataset": dataset,
+        **(fields or {}),
         "seeds": seeds,
         "quick": quick,
         "date": time.strftime("%Y-%m-%d"),
@@ -151,6 +166,7 @@ def render_accuracy(report: dict[str, Any]) -> None:
             "[bold]overall", f"[bold]{model}", *[fmt(report["results"][model][str(k)]) for k in K_VALUES]
         )
     console.print(table)
+    render_skipped(report)
     t = report["timings"]
     console.print(
         f"pre-train median {t['pretrain_s_median']:.1f} s (max {t['pretrain_s_max']:.1f} s, {t['pretrains']} runs) · "

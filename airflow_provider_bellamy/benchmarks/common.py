@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from airflow_provider_bellamy.datasets import load_traces
+from airflow_provider_bellamy.datasets import load_runs_file, load_traces
+from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model import ErnestModel, RuntimeModel, TrainingConfig
 from airflow_provider_bellamy.model.calibration import pick_points
 from airflow_provider_bellamy.records import context_columns, context_fingerprint
@@ -40,27 +43,116 @@ class HeldOutTask:
     held_out: pd.DataFrame
 
 
-def held_out_tasks(dataset: str, seed: int) -> Iterator[HeldOutTask]:
-    """C3O: per algorithm, 5 folds of contexts (seeded). Bell: each Bell job's one context is
-    held out and the model is pre-trained on every other bundled run (C3O and other Bell jobs)."""
-    everything = with_context_ids(load_traces())
-    if dataset == "c3o":
-        c3o = everything[everything["dataset"] == "c3o"]
-        for algorithm, runs in c3o.groupby("job_type", sort=True):
+# How a benchmark splits its runs (DESIGN.md): "folds" holds out a fifth of a job type's contexts
+# and pre-trains on the rest of that job type (C3O); "leave-job-out" holds out every context of a
+# job type and pre-trains on every other run, the bundled traces included (Bell: one context per
+# job, on a cluster the other traces never saw).
+PROTOCOLS = ("folds", "leave-job-out")
+
+
+@dataclass(frozen=True)
+class BenchmarkRuns:
+    """What a benchmark replays: every run it may pre-train on (``runs``, with ``context_id``),
+    which of them it evaluates (``evaluated``, a mask over ``runs``), and how it splits them."""
+
+    name: str
+    protocol: str
+    runs: pd.DataFrame
+    evaluated: np.ndarray
+    bundled: bool = False
+
+    def job_types_skipped(self) -> dict[str, str]:
+        """Evaluated job types no split can hold out, and why."""
+        skipped = {}
+        for job, runs in self.runs[self.evaluated].groupby("job_type", sort=True):
+            if self.protocol == "folds" and runs["context_id"].nunique() < 2:
+                skipped[str(job)] = "one context: nothing of its job type left to pre-train on"
+            elif self.protocol == "leave-job-out" and (self.runs["job_type"] == job).all():
+                skipped[str(job)] = "no run of another job type to pre-train on"
+        return skipped
+
+    def report_fields(self) -> dict[str, Any]:
+        """What a traces file's report adds: how it was split, which job types were left out (the
+        bundled sets' reports stay as they were)."""
+        if self.bundled:
+            return {}
+        return {"protocol": self.protocol, "skipped_job_types": self.job_types_skipped()}
+
+
+def render_skipped(report: dict[str, Any]) -> None:
+    """Name the job types a report left out, and why."""
+    from rich.console import Console
+
+    for job, why in (report.get("skipped_job_types") or {}).items():
+        Console().print(f"[yellow]left out[/yellow] {job}: {why}")
+
+
+def benchmark_runs(
+    dataset: str = "c3o", *, traces: str | Path | None = None, protocol: str | None = None
+) -> BenchmarkRuns:
+    """The bundled set ``dataset`` ("c3o": folds, "bell": leave-job-out), or the runs of a user's
+    ``traces`` file (canonical columns, as ``bellamy history import`` reads them; failed runs left
+    out) split by ``protocol`` (default "folds"). With "leave-job-out" a file's held-out job is
+    pre-trained on the file's other job types and on the bundled traces."""
+    if traces is None:
+        if protocol is not None:
+            raise InvalidInputError(
+                "protocol", protocol, "applies to a traces file; the bundled sets have their own"
+            )
+        everything = with_context_ids(load_traces())
+        if dataset == "c3o":
+            c3o = everything[everything["dataset"] == "c3o"]
+            return BenchmarkRuns("c3o", "folds", c3o, np.ones(len(c3o), dtype=bool), bundled=True)
+        if dataset == "bell":
+            bell = (everything["dataset"] == "bell").to_numpy()
+            return BenchmarkRuns("bell", "leave-job-out", everything, bell, bundled=True)
+        raise InvalidInputError("dataset", dataset, "choose c3o or bell, or give a traces file")
+    protocol = "folds" if protocol is None else protocol
+    if protocol not in PROTOCOLS:
+        raise InvalidInputError("protocol", protocol, f"choose one of {', '.join(PROTOCOLS)}")
+    own = load_runs_file(traces)
+    if "status" in own.columns:
+        own = own[own["status"] != "failed"]
+    if own.empty:
+        raise InvalidInputError("traces", str(traces), "holds no successful run")
+    own = with_context_ids(own)
+    if protocol == "folds":
+        runs, evaluated = own.reset_index(drop=True), np.ones(len(own), dtype=bool)
+    else:
+        bundled = with_context_ids(load_traces())
+        runs = pd.concat([bundled, own], ignore_index=True)
+        evaluated = np.r_[np.zeros(len(bundled), dtype=bool), np.ones(len(own), dtype=bool)]
+    data = BenchmarkRuns(Path(traces).name, protocol, runs, evaluated)
+    if len(data.job_types_skipped()) == data.runs[evaluated]["job_type"].nunique():
+        raise InvalidInputError(
+            "traces", str(traces), f"no job type can be held out under {protocol}: {data.job_types_skipped()}"
+        )
+    return data
+
+
+def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTask]:
+    """The pre-training splits of ``source`` (a ``BenchmarkRuns`` or a bundled set's name).
+
+    folds: per job type, 5 folds of its contexts (seeded; fewer contexts, as many folds), each
+    pre-trained on the job type's other folds. leave-job-out: each job type's contexts held out
+    together, pre-trained on every other run. Job types ``job_types_skipped`` names are left out.
+    """
+    data = source if isinstance(source, BenchmarkRuns) else benchmark_runs(source)
+    skipped = data.job_types_skipped()
+    for algorithm, runs in data.runs[data.evaluated].groupby("job_type", sort=True):
+        if str(algorithm) in skipped:
+            continue
+        if data.protocol == "folds":
             ctx = np.array(sorted(runs["context_id"].unique()))
             order = np.random.default_rng(seed).permutation(len(ctx))
-            for fold in range(N_FOLDS):
-                held = set(ctx[order[fold::N_FOLDS]])
+            folds = min(N_FOLDS, len(ctx))
+            for fold in range(folds):
+                held = set(ctx[order[fold::folds]])
                 mask = runs["context_id"].isin(held)
                 yield HeldOutTask(str(algorithm), fold, runs[~mask], runs[mask])
-    elif dataset == "bell":
-        bell = everything[everything["dataset"] == "bell"]
-        for algorithm, runs in bell.groupby("job_type", sort=True):
-            held = set(runs["context_id"])
-            mask = everything["context_id"].isin(held)
-            yield HeldOutTask(str(algorithm), 0, everything[~mask], everything[mask])
-    else:
-        raise ValueError(f"dataset={dataset!r}: choose c3o or bell")
+        else:
+            mask = data.runs["context_id"].isin(set(runs["context_id"]))
+            yield HeldOutTask(str(algorithm), 0, data.runs[~mask], data.runs[mask])
 
 
 def draw_points(

@@ -19,6 +19,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,9 +28,11 @@ import pandas as pd
 from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
+    benchmark_runs,
     draw_points,
     held_out_tasks,
     pretrain,
+    render_skipped,
 )
 from airflow_provider_bellamy.decisions import Prediction
 from airflow_provider_bellamy.exceptions import InvalidInputError
@@ -42,7 +45,8 @@ if TYPE_CHECKING:
 
 POLICIES = ("bellamy", "ernest", "gbm", "always_max", "oracle")
 K_SIZING = (1, 2, 3, 4, 5)
-TARGETS_PER_CONTEXT = {"c3o": 6, "bell": 40}  # per context, k and seed, over all its draws
+# per context, k and seed, over all its draws: C3O's folds hold many contexts, Bell's jobs one each
+TARGETS_PER_CONTEXT = {"folds": 6, "leave-job-out": 40}
 # Fine-tuning draws per held-out task and k. Every target of a draw rests on the same k runs, so
 # the draws, not the targets, carry the replay's variance: with Bell's one held-out context per
 # job, one draw decided all 40 targets of a k, and the same models read 1.077-1.120 x the
@@ -85,18 +89,24 @@ def run_sizing(
     quick: bool = False,
     progress: Any = None,
     min_draws: int = MIN_DRAWS_PER_TASK,
+    *,
+    traces: str | Path | None = None,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
-    """The replay; ``min_draws``: fine-tuning draws per held-out task and k, at least (more draws,
-    the same decisions: a narrower interval for the same time spent pre-training)."""
+    """The replay on a bundled set, or on the runs of a ``traces`` file split by ``protocol`` (see
+    ``benchmark_runs``); ``min_draws``: fine-tuning draws per held-out task and k, at least (more
+    draws, the same decisions: a narrower interval for the same time spent pre-training)."""
     # checked before the first model is pre-trained, not a minute into the run
     confidence = validate_confidence(confidence)
     for name, value in (("seeds", seeds), ("min_draws", min_draws)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidInputError(name, value, "must be a whole number >= 1")
+    data = benchmark_runs(dataset, traces=traces, protocol=protocol)
+    per_context = TARGETS_PER_CONTEXT[data.protocol]
     tally = _Tally()
     started = time.perf_counter()
     for seed in range(seeds):
-        for task in held_out_tasks(dataset, seed):
+        for task in held_out_tasks(data, seed):
             if progress:
                 progress(f"seed {seed} · {task.algorithm} · fold {task.fold}")
             replay = _TaskReplay(
@@ -108,19 +118,20 @@ def run_sizing(
                 tally,
             )
             targets = _split(
-                TARGETS_PER_CONTEXT[dataset],
-                _repeats(min_draws, task.held_out["context_id"].nunique(), dataset),
+                per_context, _repeats(min_draws, task.held_out["context_id"].nunique(), per_context)
             )
             for k in K_SIZING:
                 for repeat, count in enumerate(targets):
                     replay.draw(k, count, (seed, task.fold, repeat))
-    return _summarise(tally, dataset, confidence, seeds, quick, time.perf_counter() - started, min_draws)
+    seconds = time.perf_counter() - started
+    return _summarise(tally, data.name, confidence, seeds, quick, seconds, min_draws, data.report_fields())
 
 
-def _repeats(min_draws: int, contexts: int, dataset: str) -> int:
+def _repeats(min_draws: int, contexts: int, targets: int) -> int:
     """How often each held-out context's fine-tuning runs are drawn per k: enough for the task to
-    reach ``min_draws`` draws, never more than it has targets (a draw without one decides nothing)."""
-    return max(1, min(TARGETS_PER_CONTEXT[dataset], math.ceil(min_draws / contexts)))
+    reach ``min_draws`` draws, never more than its ``targets`` per context (a draw without one
+    decides nothing)."""
+    return max(1, min(targets, math.ceil(min_draws / contexts)))
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -222,6 +233,7 @@ def _summarise(
     quick: bool,
     seconds: float,
     min_draws: int = MIN_DRAWS_PER_TASK,
+    fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     def stats(policy: str, ks: tuple[int, ...]) -> dict[str, float]:
         h = [x for k in ks for x in tally.hits[policy][k]]
@@ -235,6 +247,7 @@ def _summarise(
     return {
         "benchmark": "sizing",
         "dataset": dataset,
+        **(fields or {}),
         "confidence": confidence,
         "seeds": seeds,
         "quick": quick,
@@ -311,6 +324,7 @@ def render_sizing(report: dict[str, Any]) -> None:
         )
         table.add_section()
     console.print(table)
+    render_skipped(report)
     console.print(f"95 % bootstrap intervals over {report['draws']} draws of fine-tuning runs:")
     for policy in POLICIES[:-1]:
         att, ratio = (

@@ -11,7 +11,7 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
 
     acc = sub.add_parser("accuracy", help="MRE of Bellamy vs Ernest vs gradient boosting, k = 0..5 points")
-    acc.add_argument("--dataset", choices=("c3o", "bell"), default="c3o")
+    _add_runs_arguments(acc)
     acc.add_argument("--seeds", type=int, default=3)
     acc.add_argument(
         "--quick", action="store_true", help="1 seed and a smaller ensemble (< 3 min on 2 cores)"
@@ -20,7 +20,7 @@ def register(subparsers: Any) -> None:
     acc.set_defaults(func=_accuracy)
 
     siz = sub.add_parser("sizing", help="SLA attainment and node-seconds of sizing policies (replay)")
-    siz.add_argument("--dataset", choices=("c3o", "bell"), default="c3o")
+    _add_runs_arguments(siz)
     siz.add_argument("--confidence", type=float, default=0.9)
     siz.add_argument("--seeds", type=int, default=3)
     siz.add_argument("--quick", action="store_true")
@@ -43,6 +43,28 @@ def register(subparsers: Any) -> None:
     add_overhead(sub)
 
 
+def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--dataset", choices=("c3o", "bell"), default=None, help="a bundled set (default c3o)")
+    runs.add_argument(
+        "--traces",
+        metavar="FILE",
+        default=None,
+        help="your own runs instead (CSV/TSV in the canonical columns, as `history import` reads them)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("folds", "leave-job-out"),
+        default=None,
+        help="how --traces is split: 5 folds of each job type's contexts (default), or each job type "
+        "held out whole and pre-trained on the others and the bundled traces",
+    )
+
+
+def _runs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"dataset": args.dataset or "c3o", "traces": args.traces, "protocol": args.protocol}
+
+
 def _progress() -> Any:
     from rich.console import Console
 
@@ -58,7 +80,7 @@ def _accuracy(args: argparse.Namespace) -> int:
         from airflow_provider_bellamy.exceptions import InvalidInputError
 
         raise InvalidInputError("--seeds", seeds, "must be >= 1")
-    report = run_accuracy(args.dataset, seeds=seeds, quick=args.quick, progress=_progress())
+    report = run_accuracy(seeds=seeds, quick=args.quick, progress=_progress(), **_runs(args))
     render_accuracy(report)
     if args.json_path:
         write_json(report, args.json_path)
@@ -71,7 +93,7 @@ def _sizing(args: argparse.Namespace) -> int:
 
     seeds = 1 if args.quick and args.seeds == 3 else args.seeds
     report = run_sizing(
-        args.dataset,
+        **_runs(args),
         confidence=args.confidence,
         seeds=seeds,
         quick=args.quick,

@@ -1,0 +1,143 @@
+"""The benchmarks on a user's own runs (`--traces FILE`): splits, reports and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airflow_provider_bellamy.benchmarks.common import benchmark_runs, held_out_tasks
+from airflow_provider_bellamy.benchmarks.sizing import K_SIZING, TARGETS_PER_CONTEXT, run_sizing
+from airflow_provider_bellamy.cli import main
+from airflow_provider_bellamy.datasets import load_traces
+from airflow_provider_bellamy.exceptions import InvalidInputError
+
+
+def _contexts(job_type: str, count: int) -> pd.DataFrame:
+    """``count`` bundled C3O contexts of one job type, as a user's export would hold them."""
+    runs = load_traces("c3o", job_type=job_type).drop(columns=["dataset"])
+    keys = [c for c in runs.columns if c not in ("scale_out", "runtime_s")]
+    ids = runs.groupby(keys, dropna=False, sort=True).ngroup()
+    return runs[ids < count].dropna(axis=1, how="all")
+
+
+@pytest.fixture
+def traces(tmp_path: Path) -> Path:
+    """Three contexts of sort, one of grep (no second grep context: the folds cannot hold it out),
+    and a failed run that must not count."""
+    frame = pd.concat([_contexts("sort", 3), _contexts("grep", 1)], ignore_index=True)
+    failed = frame.iloc[[0]].assign(status="failed", runtime_s=1.0)
+    path = tmp_path / "my_runs.csv"
+    pd.concat([frame, failed], ignore_index=True).to_csv(path, index=False)
+    return path
+
+
+def test_bundled_sets_keep_their_protocols() -> None:
+    c3o = benchmark_runs("c3o")
+    assert (c3o.protocol, c3o.report_fields()) == ("folds", {})
+    tasks = list(held_out_tasks(c3o, seed=0))
+    assert len(tasks) == 5 * c3o.runs["job_type"].nunique()
+    for job in c3o.runs["job_type"].unique():
+        held = [set(t.held_out["context_id"]) for t in tasks if t.algorithm == job]
+        assert set().union(*held) == set(c3o.runs.loc[c3o.runs["job_type"] == job, "context_id"])
+        assert sum(len(h) for h in held) == len(set().union(*held))  # the folds are disjoint
+    bell = list(held_out_tasks("bell", seed=0))
+    assert [t.algorithm for t in bell] == ["grep", "pagerank", "sgd"]
+    for task in bell:  # one Bell job held out, every other bundled run (C3O's too) trained on
+        assert set(task.held_out["dataset"]) == {"bell"}
+        assert set(task.held_out["job_type"]) == {task.algorithm}
+        assert "c3o" in set(task.train["dataset"])
+        assert not set(task.train["context_id"]) & set(task.held_out["context_id"])
+
+
+def test_a_traces_file_is_split_into_folds_of_its_own_contexts(traces: Path) -> None:
+    data = benchmark_runs(traces=traces)
+    assert data.protocol == "folds" and data.name == "my_runs.csv"
+    assert (data.runs["status"] != "failed").all()
+    assert data.job_types_skipped() == {"grep": "one context: nothing of its job type left to pre-train on"}
+    tasks = list(held_out_tasks(data, seed=0))
+    assert [(t.algorithm, t.fold) for t in tasks] == [("sort", 0), ("sort", 1), ("sort", 2)]
+    assert all(t.held_out["context_id"].nunique() == 1 for t in tasks)
+    assert all(set(t.train["job_type"]) == {"sort"} for t in tasks)
+
+
+def test_leave_job_out_pretrains_a_file_s_job_on_everything_else(traces: Path) -> None:
+    data = benchmark_runs(traces=traces, protocol="leave-job-out")
+    assert data.job_types_skipped() == {}
+    assert int(data.evaluated.sum()) == len(pd.read_csv(traces)) - 1  # the failed run left out
+    tasks = {t.algorithm: t for t in held_out_tasks(data, seed=0)}
+    assert sorted(tasks) == ["grep", "sort"]
+    sort = tasks["sort"]
+    assert set(sort.held_out["job_type"]) == {"sort"}
+    assert sort.held_out["context_id"].nunique() == 3
+    # the bundled traces (C3O's own sort contexts, minus those the file holds) and the file's grep
+    assert len(sort.train) > 1000 and not set(sort.train["context_id"]) & set(sort.held_out["context_id"])
+
+
+def test_the_sizing_replay_runs_on_a_traces_file(traces: Path) -> None:
+    report = run_sizing(traces=traces, seeds=1, quick=True, min_draws=1)
+    assert report["dataset"] == "my_runs.csv" and report["protocol"] == "folds"
+    assert report["skipped_job_types"] == {
+        "grep": "one context: nothing of its job type left to pre-train on"
+    }
+    per_context = TARGETS_PER_CONTEXT["folds"]
+    for policy, stats in report["policies"].items():
+        assert stats["decisions"] == 3 * per_context * len(K_SIZING), policy
+        assert 0.0 <= stats["attainment"] <= 1.0
+    oracle = report["policies"]["oracle"]
+    assert oracle["attainment"] == 1.0 and oracle["node_seconds_vs_oracle"] == 1.0
+    # always-max pays for the largest cluster on every target
+    assert report["policies"]["always_max"]["node_seconds_vs_oracle"] > 1.0
+
+
+def test_the_accuracy_command_runs_on_a_traces_file(traces: Path, tmp_path: Path) -> None:
+    out = tmp_path / "acc.json"
+    assert main(["benchmark", "accuracy", "--traces", str(traces), "--quick", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert (report["dataset"], report["protocol"], report["seeds"]) == ("my_runs.csv", "folds", 1)
+    assert list(report["per_algorithm"]) == ["sort"]
+    errors = [report["results"][m][str(k)] for m in ("bellamy", "gbm") for k in range(6)]
+    assert all(e is not None and np.isfinite(e) and e >= 0 for e in errors)
+    assert report["timings"]["pretrains"] == 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"dataset": "bell", "protocol": "folds"}, "protocol"),  # the bundled sets have their own
+        ({"dataset": "tpch"}, "dataset"),
+        ({"protocol": "random"}, "protocol"),
+        ({"traces_name": "missing.csv"}, "path"),
+    ],
+)
+def test_bad_benchmark_runs_are_refused_naming_the_field(
+    kwargs: dict[str, str], field: str, traces: Path
+) -> None:
+    if "traces_name" in kwargs:
+        kwargs = {"traces": str(traces.parent / kwargs["traces_name"])}
+    elif "protocol" in kwargs and "dataset" not in kwargs:
+        kwargs = {**kwargs, "traces": str(traces)}
+    with pytest.raises(InvalidInputError) as err:
+        benchmark_runs(**kwargs)
+    assert err.value.field == field
+
+
+def test_a_file_no_split_can_use_is_refused_before_any_training(tmp_path: Path) -> None:
+    one_context = tmp_path / "one.csv"
+    _contexts("sort", 1).to_csv(one_context, index=False)
+    with pytest.raises(InvalidInputError) as err:
+        run_sizing(traces=one_context, quick=True)
+    assert err.value.field == "traces" and "folds" in str(err.value)
+    only_failed = tmp_path / "failed.csv"
+    _contexts("sort", 2).assign(status="failed").to_csv(only_failed, index=False)
+    with pytest.raises(InvalidInputError) as err:
+        benchmark_runs(traces=only_failed)
+    assert err.value.field == "traces" and "no successful run" in str(err.value)
+
+
+def test_the_cli_refuses_a_protocol_for_a_bundled_set(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["benchmark", "sizing", "--dataset", "bell", "--protocol", "folds"]) == 2
+    assert "protocol" in capsys.readouterr().err
