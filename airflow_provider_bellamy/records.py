@@ -49,6 +49,14 @@ def context_columns(columns: Iterable[str]) -> list[str]:
     return sorted(c for c in columns if c not in skip)
 
 
+def successful_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """The runs a model may learn from: failed runs are kept in the store but never trained on (a
+    missing status counts as a success)."""
+    if "status" not in frame.columns:
+        return frame
+    return frame[frame["status"].fillna("success") == "success"]
+
+
 def validate_scale_out(value: Any, *, field: str = "scale_out", where: str | None = None) -> int:
     """An integer >= 1; floats that are whole numbers are accepted (CSV readers make them)."""
     if isinstance(value, bool):

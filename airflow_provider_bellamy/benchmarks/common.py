@@ -14,7 +14,7 @@ from airflow_provider_bellamy.datasets import load_runs_file, load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model import ErnestModel, RuntimeModel, TrainingConfig
 from airflow_provider_bellamy.model.calibration import pick_points
-from airflow_provider_bellamy.records import context_columns, context_fingerprint
+from airflow_provider_bellamy.records import context_columns, context_fingerprint, successful_runs
 
 K_VALUES = (0, 1, 2, 3, 4, 5)
 N_FOLDS = 5
@@ -110,9 +110,7 @@ def benchmark_runs(
     protocol = "folds" if protocol is None else protocol
     if protocol not in PROTOCOLS:
         raise InvalidInputError("protocol", protocol, f"choose one of {', '.join(PROTOCOLS)}")
-    own = load_runs_file(traces)
-    if "status" in own.columns:
-        own = own[own["status"] != "failed"]
+    own = successful_runs(load_runs_file(traces))
     if own.empty:
         raise InvalidInputError("traces", str(traces), "holds no successful run")
     own = with_context_ids(own)

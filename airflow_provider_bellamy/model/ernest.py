@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import validate_confidence, validate_runs, validate_scale_out_list
+from airflow_provider_bellamy.records import (
+    successful_runs,
+    validate_confidence,
+    validate_runs,
+    validate_scale_out_list,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,8 +71,7 @@ class ErnestModel:
     @classmethod
     def fit(cls, context_runs: pd.DataFrame) -> ErnestModel:
         frame = validate_runs(context_runs, where="context_runs")
-        if "status" in frame.columns:
-            frame = frame[frame["status"].fillna("success") == "success"]
+        frame = successful_runs(frame)
         size = 1.0
         if "data_size_mb" in frame.columns and frame["data_size_mb"].notna().all():
             size = float(frame["data_size_mb"].iloc[0])

@@ -24,6 +24,7 @@ from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema,
 from airflow_provider_bellamy.model.finetuning import blend_log_runtime, fit_context, residual_correction
 from airflow_provider_bellamy.records import (
     context_columns,
+    successful_runs,
     validate_confidence,
     validate_runs,
     validate_scale_out_list,
@@ -62,7 +63,7 @@ def _frame_contexts(frame: pd.DataFrame) -> list[dict[str, str | float]]:
 def _training_frame(runs: pd.DataFrame, what: str) -> pd.DataFrame:
     frame = validate_runs(runs, where=what)
     if "status" in frame.columns:
-        frame = frame[frame["status"].fillna("success") == "success"].reset_index(drop=True)
+        frame = successful_runs(frame).reset_index(drop=True)
         if frame.empty:
             raise InvalidInputError(what, "<no successful runs>", "every run given has status 'failed'")
     return frame
