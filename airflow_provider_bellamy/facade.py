@@ -33,6 +33,7 @@ from airflow_provider_bellamy.records import (
     RUN_STATUSES,
     context_fingerprint,
     normalize_context,
+    successful_runs,
     validate_label,
     validate_runtime,
     validate_scale_out,
@@ -49,6 +50,8 @@ from airflow_provider_bellamy.store import (
 from airflow_provider_bellamy.store.engine import DEFAULT_CONNECT_TIMEOUT_S
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
     from sqlalchemy.orm import Session
 
@@ -807,6 +810,29 @@ class Bellamy:
                 if fingerprint is not None:
                     rows = [r for r in rows if r.context_fingerprint == fingerprint]
         return _runs_frame(rows, provenance=not successful_only)
+
+    def export_runs(
+        self,
+        path: str | Path,
+        job_type: str | None = None,
+        *,
+        successful_only: bool = False,
+        overwrite: bool = False,
+    ) -> int:
+        """Write the stored runs (one job type's, or all) with their provenance to a CSV/TSV file
+        in the canonical columns — what ``history import`` and ``benchmark --traces`` read; returns
+        the runs written. Nothing stored → an error, and no file."""
+        from airflow_provider_bellamy.datasets import write_runs_file
+
+        frame = self.runs_frame(job_type, successful_only=False).drop(columns=["id"])
+        if successful_only:
+            frame = successful_runs(frame)
+        if frame.empty:
+            field, value = (
+                ("job_type", job_type) if job_type is not None else ("store", self.store.display_url)
+            )
+            raise InvalidInputError(field, value, "has no stored runs to export")
+        return write_runs_file(frame, path, overwrite=overwrite)
 
     def import_traces(self, name: str = "all", *, append: bool = False) -> dict[str, int]:
         """Record a bundled trace set ("c3o", "bell" or "all"); returns runs added per set.

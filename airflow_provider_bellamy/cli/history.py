@@ -1,4 +1,5 @@
-"""`bellamy history import|list`: put past runs (a file or the bundled traces) into the store."""
+"""`bellamy history import|export|list`: past runs (a file or the bundled traces) into the store,
+the stored runs out to a file."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("history", help="import past runs or list the stored ones")
+    parser = subparsers.add_parser("history", help="import past runs, export or list the stored ones")
     sub = parser.add_subparsers(dest="history_command", required=True, metavar="ACTION")
     imp = sub.add_parser(
         "import",
@@ -22,6 +23,17 @@ def register(subparsers: Any) -> None:
         "--append", action="store_true", help="import even if this file/trace set was imported before"
     )
     imp.set_defaults(func=_import)
+    exp = sub.add_parser(
+        "export",
+        help="write the stored runs to a CSV/TSV file (what `history import` and `benchmark --traces` read)",
+        description="FILE: .csv, or .tsv/.tab for tab-separated. The canonical columns, every context "
+        "property and the provenance (Airflow dag/task/run/try, status, source) of each run.",
+    )
+    exp.add_argument("file", metavar="FILE")
+    exp.add_argument("--job-type", default=None)
+    exp.add_argument("--successful-only", action="store_true", help="leave out failed runs")
+    exp.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    exp.set_defaults(func=_export)
     lst = sub.add_parser("list", help="the newest stored runs")
     lst.add_argument("--job-type", default=None)
     lst.add_argument("--status", choices=("success", "failed"), default=None)
@@ -67,6 +79,17 @@ def _import(args: argparse.Namespace) -> int:
     ids = b.record_runs(frame)
     print(f"imported {len(ids)} runs from {args.file} (dataset {', '.join(datasets)})")
     print(f"store {b.store.display_url}: {b.count_runs()} runs")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.facade import Bellamy
+
+    b = Bellamy(args.store_url)
+    count = b.export_runs(
+        args.file, args.job_type, successful_only=args.successful_only, overwrite=args.force
+    )
+    print(f"exported {count} runs from {b.store.display_url} to {args.file}")
     return 0
 
 

@@ -123,7 +123,7 @@ def load_runs_file(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise InvalidInputError("path", str(p), "no such file")
-    sep = "\t" if p.suffix.lower() in {".tsv", ".tab"} else ","
+    sep = _separator(p)
     try:
         raw = pd.read_csv(p, sep=sep, skipinitialspace=True)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
@@ -132,3 +132,30 @@ def load_runs_file(path: str | Path) -> pd.DataFrame:
         ) from None
     # header is line 1, the first data row line 2
     return validate_runs(raw, where=str(p), line_offset=2)
+
+
+def _separator(path: Path) -> str:
+    return "\t" if path.suffix.lower() in {".tsv", ".tab"} else ","
+
+
+def write_runs_file(runs: pd.DataFrame, path: str | Path, *, overwrite: bool = False) -> int:
+    """Write runs in the canonical columns to a CSV/TSV file ``load_runs_file`` reads back (the
+    separator follows the suffix); returns the rows written.
+
+    An existing file is kept unless ``overwrite``; the file appears whole or not at all (written
+    beside it, then renamed), so a failed export never leaves half a file in its place.
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InvalidInputError("path", str(p), "is a directory; give a file name")
+    if p.exists() and not overwrite:
+        raise InvalidInputError("path", str(p), "exists already; pass overwrite=True (--force) to replace it")
+    if not p.parent.is_dir():
+        raise InvalidInputError("path", str(p), f"its folder {p.parent} does not exist")
+    partial = p.with_name(f".{p.name}.partial")
+    try:
+        runs.to_csv(partial, sep=_separator(p), index=False)
+        partial.replace(p)
+    finally:
+        partial.unlink(missing_ok=True)
+    return len(runs)

@@ -1,0 +1,99 @@
+"""`bellamy history export`: the stored runs out to a file that `history import` reads back whole."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from airflow_provider_bellamy.cli import main
+from airflow_provider_bellamy.datasets import load_runs_file, load_traces
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.facade import Bellamy
+
+CONTEXT = {"machine_type": "m5.xlarge", "data_size_mb": 2048.0, "environment": "laptop"}
+STARTED = dt.datetime(2026, 11, 20, 6, 0, tzinfo=dt.timezone.utc)
+
+
+def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Runs as a set: no row ids, one column order, one row order."""
+    out = frame.drop(columns=["id"]).astype(str)
+    return out[sorted(out.columns)].sort_values(sorted(out.columns)).reset_index(drop=True)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Bellamy:
+    """Bell's sgd trace and three observed Airflow tries of another job, the last one failed."""
+    b = Bellamy(f"sqlite:///{tmp_path / 'source.db'}")
+    b.record_runs(load_traces("bell", job_type="sgd"))
+    for attempt, (status, seconds) in enumerate([("success", 300.0), ("success", 180.5), ("failed", 40.0)]):
+        b.record_run(
+            job_type="etl",
+            framework="spark",
+            scale_out=4 + 4 * attempt,
+            runtime_s=seconds,
+            context=CONTEXT,
+            status=status,
+            dag_id="nightly",
+            task_id="etl",
+            run_id=f"scheduled__2026-11-{20 + attempt}",
+            try_number=1,
+            started_at=STARTED + dt.timedelta(days=attempt),
+            ended_at=STARTED + dt.timedelta(days=attempt, seconds=seconds),
+        )
+    return b
+
+
+def test_export_then_import_gives_the_same_runs(store: Bellamy, tmp_path: Path) -> None:
+    path = tmp_path / "runs.tsv"
+    assert main(["--store-url", store.store.url, "history", "export", str(path)]) == 0
+    assert "\t" in path.read_text().splitlines()[0]  # the suffix chose the separator
+    assert len(load_runs_file(path)) == 108
+    copy = Bellamy(f"sqlite:///{tmp_path / 'copy.db'}")
+    assert main(["--store-url", copy.store.url, "history", "import", str(path)]) == 0
+    before = store.runs_frame(successful_only=False)
+    after = copy.runs_frame(successful_only=False)
+    pd.testing.assert_frame_equal(_comparable(before), _comparable(after))
+    # the observed tries keep their provenance: recording them again adds nothing
+    observed = load_runs_file(path).query("source == 'observed'")
+    assert len(observed) == 3
+    copy.record_runs(observed)
+    assert copy.count_runs() == 108
+
+
+def test_export_narrows_to_a_job_type_and_to_successful_runs(store: Bellamy, tmp_path: Path) -> None:
+    path = tmp_path / "etl.csv"
+    assert store.export_runs(path, "etl", successful_only=True) == 2
+    runs = load_runs_file(path)
+    assert set(runs["job_type"]) == {"etl"} and set(runs["status"]) == {"success"}
+    assert sorted(runs["runtime_s"]) == [180.5, 300.0]
+    assert runs["environment"].tolist() == ["laptop", "laptop"]
+
+
+def test_an_existing_file_is_kept_unless_forced(store: Bellamy, tmp_path: Path) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text("mine\n")
+    with pytest.raises(InvalidInputError) as err:
+        store.export_runs(path)
+    assert err.value.field == "path" and path.read_text() == "mine\n"
+    assert main(["--store-url", store.store.url, "history", "export", str(path)]) == 2
+    assert path.read_text() == "mine\n"
+    assert main(["--store-url", store.store.url, "history", "export", str(path), "--force"]) == 0
+    assert len(load_runs_file(path)) == 108
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no partial file left
+
+
+def test_nothing_to_export_is_an_error_and_writes_no_file(store: Bellamy, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        store.export_runs(tmp_path / "none.csv", "kmeans")
+    assert (err.value.field, err.value.value) == ("job_type", "kmeans")
+    empty = Bellamy(f"sqlite:///{tmp_path / 'empty.db'}")
+    with pytest.raises(InvalidInputError) as err:
+        empty.export_runs(tmp_path / "none.csv")
+    assert err.value.field == "store"
+    with pytest.raises(InvalidInputError) as err:
+        store.export_runs(tmp_path / "missing" / "runs.csv")
+    assert err.value.field == "path" and "does not exist" in str(err.value)
+    assert not (tmp_path / "none.csv").exists()
