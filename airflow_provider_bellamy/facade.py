@@ -5,9 +5,9 @@ and stores every decision. Importing this module is cheap: torch, pandas and the
 model code load only when a call needs a model.
 
 Model resolution for ``predict``/``size`` (job type J, context C):
-1. the active general model of J (or of "all" job types, when it covers J), fine-tuned on
-   C's successful runs; the fine-tuned copy is stored (scope "context") and reused until
-   C gets new runs or J gets a new general model;
+1. the active general model of J — or, where J has none, the model of "all" job types
+   (``train("all")``) when it can read C — fine-tuned on C's successful runs; the fine-tuned
+   copy is stored (scope "context") and reused until C gets new runs or the general model changes;
 2. no general model: Ernest fitted on C's runs when they cover >= 2 distinct scale-outs;
 3. otherwise (``size`` only): a default decision at ``default_scale_out``.
 Every fallback is named in the prediction's/decision's ``fallback_reason``.
@@ -60,6 +60,10 @@ PROVENANCE_KEYS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", 
 DEFAULT_HOLDOUT_FRACTION = 0.15
 # Below this many runs a hold-out would be too small to mean anything: train on all, promote.
 MIN_RUNS_FOR_HOLDOUT = 20
+# The job type of the one model pre-trained on every job type's runs (``train("all")``): it sizes
+# a job type that has runs but no model of its own yet (a new pipeline), reading the job type as
+# one property among the others. Reserved: no run may carry it.
+ALL_JOB_TYPES = "all"
 
 # Loaded models (and Ernest fits, and models found unreadable) keyed by what identifies them
 # in the store, so a new Bellamy object in the same process does not load them again.
@@ -269,6 +273,9 @@ class Bellamy:
     ) -> list[TrainReport]:
         """Pre-train a general model per job type, store it, promote it if it is not worse.
 
+        ``job_type="all"``: one model on every job type's runs, for job types without a model
+        of their own (see the module docstring).
+
         The newest ``holdout_fraction`` of a job type's successful runs that the active
         model has not seen are held out; candidate and active model are compared on
         them by mean relative error. A job type whose runs did not change since the
@@ -292,7 +299,9 @@ class Bellamy:
                 repo = RunRepository(session)
                 known = repo.job_types()
                 trainable = repo.job_types(successful_only=True)
-        if job_type is not None:
+        if job_type == ALL_JOB_TYPES:
+            trainable = [ALL_JOB_TYPES] if trainable else []
+        elif job_type is not None:
             if job_type not in known:
                 raise UnknownJobTypeError(job_type, known)
             if job_type not in trainable:
@@ -329,7 +338,7 @@ class Bellamy:
         started = time.monotonic()
         with self.store.read("loading training runs") as session:
             assert session is not None
-            runs = RunRepository(session).training_runs(job_type)
+            runs = RunRepository(session).training_runs(None if job_type == ALL_JOB_TYPES else job_type)
             active = ModelRepository(session).active(job_type)
             latest = ModelRepository(session).latest(job_type)
         newest = runs[-1].id
@@ -606,10 +615,7 @@ class Bellamy:
         return decision
 
     def _band(self, req: _Request, resolved: _Resolved) -> Prediction:
-        ctx: dict[str, Any] = {**req.context, "job_type": req.job_type}
-        if req.framework is not None:
-            ctx.setdefault("framework", req.framework)
-        mean, lower, upper = resolved.model.predict_band(ctx, req.scale_outs, req.confidence)
+        mean, lower, upper = resolved.model.predict_band(_model_context(req), req.scale_outs, req.confidence)
         return Prediction(
             job_type=req.job_type,
             scale_outs=list(req.scale_outs),
@@ -629,10 +635,13 @@ class Bellamy:
                 raise UnknownJobTypeError(req.job_type, [])
             runs = RunRepository(session)
             models = ModelRepository(session)
+            known = runs.has_job_type(req.job_type)
             general = models.active(req.job_type)
+            if general is None and known:
+                general = models.active(ALL_JOB_TYPES)
             count, newest = runs.training_summary(req.job_type, req.fingerprint)
             if general is None:
-                if not runs.has_job_type(req.job_type):
+                if not known:
                     raise UnknownJobTypeError(req.job_type, runs.job_types())
                 return self._fallback(req, runs, count, newest)
             try:
@@ -644,6 +653,14 @@ class Bellamy:
                 detail = str(exc).splitlines()[0][:200]
                 why = f"active model {general.label} cannot be read ({detail})"
                 return self._fallback(req, runs, count, newest, why=why)
+            if general.job_type == ALL_JOB_TYPES:
+                unreadable = base.cannot_read(_model_context(req))
+                if unreadable is None and count == 0 and req.job_type not in base.job_types:
+                    # a job type it never saw, read from its name and properties alone: a guess
+                    unreadable = "never saw this job type run, and this context has no runs yet"
+                if unreadable is not None:
+                    why = f"no model of job type {req.job_type!r}, and {general.label} {unreadable}"
+                    return self._fallback(req, runs, count, newest, why=why)
             if count == 0:
                 return _Resolved(
                     base,
@@ -931,7 +948,7 @@ def _prepare_run(record: Any, where: str) -> dict[str, Any]:
         record = {**{k: v for k, v in record.items() if k != "context"}, **nested}
     elif "context" in record:
         record = {k: v for k, v in record.items() if k != "context"}
-    job_type = validate_label(record.get("job_type"), "job_type", where=where)
+    job_type = _job_type(record.get("job_type"), where=where)
     framework = validate_label(record.get("framework"), "framework", where=where).lower()
     scale_out = validate_scale_out(record.get("scale_out"), where=where)
     runtime_s = validate_runtime(record.get("runtime_s"), where=where)
@@ -1000,10 +1017,27 @@ def _int_at_least(value: Any, field: str, minimum: int, where: str) -> int:
         raise InvalidInputError(field, value, exc.problem, where=where) from None
 
 
+def _job_type(value: Any, where: str | None = None) -> str:
+    job = validate_label(value, "job_type", where=where)
+    if job == ALL_JOB_TYPES:
+        raise InvalidInputError(
+            "job_type", job, "is reserved: it names the model of every job type", where=where
+        )
+    return job
+
+
+def _model_context(req: _Request) -> dict[str, Any]:
+    """What a model reads for a request: the context, its job type and framework."""
+    ctx: dict[str, Any] = {**req.context, "job_type": req.job_type}
+    if req.framework is not None:
+        ctx.setdefault("framework", req.framework)
+    return ctx
+
+
 def _request(job_type: Any, context: Any, scale_outs: Any, confidence: Any, framework: Any) -> _Request:
     from airflow_provider_bellamy import sizing
 
-    job = validate_label(job_type, "job_type")
+    job = _job_type(job_type)
     ctx = normalize_context(context, where="context")
     candidates = sizing.validate_scale_outs(scale_outs)  # lists, tuples, ranges, arrays, Series
     conf = sizing.validate_confidence(confidence)

@@ -276,6 +276,57 @@ def test_bad_size_input_names_field_and_writes_nothing(
     assert len(trained.list_models(scope=None)) == models_before
 
 
+def test_the_model_of_all_job_types_sizes_a_job_type_without_its_own(tmp_path: Path) -> None:
+    """A new pipeline's job type has a few runs and no model: sized by the one model pre-trained on
+    every job type (``train("all")``), fine-tuned on its runs, instead of Ernest's fallback; a job
+    type with a model of its own keeps it; a context the model cannot read falls back, saying why."""
+    c3o = load_traces("c3o")
+    b = Bellamy(f"sqlite:///{tmp_path / 'b.db'}")
+    for job in ("grep", "sgd"):
+        runs = c3o[c3o["job_type"] == job]
+        keys = context_columns(runs.columns)
+        first = runs.groupby(keys, dropna=False, sort=True).ngroup() < 6
+        b.record_runs(runs[first].dropna(axis=1, how="all"))
+    b.train("grep", config=TrainingConfig(**SMALL))
+    kmeans = c3o[c3o["job_type"] == "kmeans"].dropna(axis=1, how="all")
+    first = kmeans.groupby(context_columns(kmeans.columns), dropna=False, sort=True).ngroup() == 0
+    ctx_runs = kmeans[first]
+    b.record_runs(ctx_runs.groupby("scale_out").head(1).iloc[:3])
+    context = _context_of(ctx_runs)
+    before = b.size("kmeans", context, [2, 4, 6, 8, 10, 12], 600.0)
+    assert before.model_version is None and "Ernest" in (before.fallback_reason or "")
+
+    (report,) = b.train("all", config=TrainingConfig(**SMALL))
+    assert (report.job_type, report.outcome) == ("all", "promoted")
+    assert {"grep", "sgd"} <= set(report.metrics["job_types"])  # kmeans' runs, the newest, held out
+    after = b.size("kmeans", context, [2, 4, 6, 8, 10, 12], 600.0)
+    assert after.fallback_reason is None
+    assert after.model_version.startswith("all/ctx-") and after.model_version.endswith("(from all/v1)")
+    other = _context_of(kmeans[~first].iloc[:1])  # kmeans, another context, no runs of its own
+    unseen = b.size("kmeans", other, [2, 4, 6, 8, 10, 12], 600.0, default_scale_out=6)
+    assert unseen.chosen_scale_out == 6 and "never saw this job type run" in (unseen.fallback_reason or "")
+    own = b.predict("grep", _context_of(c3o[c3o["job_type"] == "grep"].iloc[:1]), [2, 4])
+    assert own.model_version.startswith("grep/")  # a job type with its own model keeps it
+
+    b.record_run(job_type="etl", framework="spark", scale_out=4, runtime_s=100.0, context={"lines": 5.0})
+    b.record_run(job_type="etl", framework="spark", scale_out=8, runtime_s=60.0, context={"lines": 5.0})
+    etl = b.size("etl", {"lines": 5.0}, [4, 8], 90.0)
+    assert etl.model_version is None
+    assert "all/v1 cannot read this context" in (etl.fallback_reason or "")
+    assert "Ernest" in (etl.fallback_reason or "")
+
+
+def test_all_is_no_job_type_a_run_or_a_request_may_carry(trained: Bellamy) -> None:
+    runs_before = trained.count_runs()
+    with pytest.raises(InvalidInputError) as err:
+        trained.record_run(job_type="all", framework="spark", scale_out=2, runtime_s=10.0)
+    assert (err.value.field, err.value.value) == ("job_type", "all")
+    with pytest.raises(InvalidInputError) as err:
+        trained.size("all", {}, [2, 4], 100.0)
+    assert err.value.field == "job_type"
+    assert trained.count_runs() == runs_before
+
+
 def test_unknown_job_type_is_refused_with_the_known_ones(trained: Bellamy) -> None:
     with pytest.raises(UnknownJobTypeError, match=r"job_type='wordcount'.*known job types: sort"):
         trained.size("wordcount", {"data_size_mb": 1.0}, [2, 4], 100.0)

@@ -8,7 +8,12 @@ from typing import Any
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("train", help="pre-train general models from the stored runs")
-    parser.add_argument("--job-type", default=None, help="only this job type (default: every one with runs)")
+    parser.add_argument(
+        "--job-type",
+        default=None,
+        help="only this job type, or `all` for one model of every job type (sizes job types without a "
+        "model of their own); default: every job type with runs, each its own model",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-budget", type=float, default=None, help="seconds per job type")
     parser.add_argument("--force", action="store_true", help="retrain even when no run changed")

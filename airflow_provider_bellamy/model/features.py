@@ -113,10 +113,22 @@ class FeatureSchema:
             properties=list(data["properties"]), required={k: list(v) for k, v in data["required"].items()}
         )
 
-    def check_context(self, job_type: str, context: Mapping[str, str | float]) -> None:
-        if job_type not in self.required:
+    def required_for(self, job_type: str) -> list[str]:
+        """The properties a context of ``job_type`` must give.
+
+        A job type the model never saw: a model of several job types learned the job type as one
+        property among the others and reads a new one as it reads any value it never saw (by its
+        name's character n-grams, with the context's other properties); it needs what every
+        training run had. A model of one job type never saw the job type vary: it refuses.
+        """
+        if job_type in self.required:
+            return self.required[job_type]
+        if len(self.required) < 2:
             raise UnknownJobTypeError(job_type, list(self.required))
-        missing = [p for p in self.required[job_type] if p not in context]
+        return sorted(set.intersection(*(set(props) for props in self.required.values())))
+
+    def check_context(self, job_type: str, context: Mapping[str, str | float]) -> None:
+        missing = [p for p in self.required_for(job_type) if p not in context]
         if missing:
             raise InvalidInputError(
                 f"context.{missing[0]}",

@@ -315,7 +315,7 @@ class RuntimeModel:
                     "context.job_type", None, f"this model covers several job types: {self.job_types}"
                 )
             job = next(iter(self.schema.required))
-        if not isinstance(job, str) or job not in self.schema.required:
+        if not isinstance(job, str):
             raise UnknownJobTypeError(str(job), self.job_types)
         ctx = context_of(job, {k: v for k, v in context.items() if k in self.schema.properties})
         if "framework" in self.schema.properties and "framework" not in ctx:
@@ -324,6 +324,15 @@ class RuntimeModel:
                 ctx["framework"] = str(fw).lower()
         self.schema.check_context(job, ctx)
         return ctx
+
+    def cannot_read(self, context: Mapping[str, object]) -> str | None:
+        """Why the model cannot answer for ``context`` (a job type it refuses, a property it needs
+        and the context lacks), or None where it can."""
+        try:
+            self._normalise(context)
+        except (UnknownJobTypeError, InvalidInputError) as exc:
+            return f"cannot read this context ({exc})"
+        return None
 
     def _base_h(self, ctx: dict[str, str | float]) -> np.ndarray:
         key = _context_key(ctx)

@@ -74,8 +74,14 @@ def test_schema_requires_properties_per_job_type() -> None:
         schema.check_context("grep", {"a": 1.0})
     with pytest.raises(InvalidInputError, match=r"context\.a"):
         one_job.check_context("grep", {"b": "x"})
-    with pytest.raises(UnknownJobTypeError, match="job_type='wordcount'"):
-        schema.check_context("wordcount", {"d": 1.0})
+    # a job type the model never saw: a model of several job types reads it as a new property value
+    # and needs what every training run had; a model of one job type refuses it
+    assert schema.required_for("wordcount") == ["d"]
+    schema.check_context("wordcount", {"d": 1.0})
+    with pytest.raises(InvalidInputError, match=r"context\.d"):
+        schema.check_context("wordcount", {"a": 1.0})
+    with pytest.raises(UnknownJobTypeError, match="job_type='sort'"):
+        one_job.check_context("sort", {"a": 1.0})
 
 
 def test_numpy_forward_pass_matches_the_torch_network() -> None:

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from airflow_provider_bellamy.benchmarks.common import draw_points
+from airflow_provider_bellamy.benchmarks.common import draw_points, with_context_ids
+from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.model import ErnestModel, RuntimeModel, TrainingConfig
 
@@ -212,6 +213,30 @@ def test_finetuning_applies_to_a_context_with_properties_the_model_never_saw(
     tuned = grep_model.finetune(extra.iloc[:3])
     general = grep_model.predict(ctx, [2, 6, 12])
     assert np.all(tuned.predict(ctx, [2, 6, 12]) > 1.5 * general)  # 3× slower runs moved the curve
+
+
+def test_a_model_of_several_job_types_fine_tunes_one_it_never_saw() -> None:
+    """Pre-trained on grep and sgd, asked about kmeans (a held-out job, as a user's new pipeline is):
+    the job type is a property like any other, so the model answers, and the new job's own runs
+    fine-tune it. A model of one job type still refuses another (see the bad-input test)."""
+    c3o = with_context_ids(load_traces("c3o"))
+    general = RuntimeModel.pretrain(
+        c3o[c3o["job_type"].isin(["grep", "sgd"])].drop(columns=["context_id"]), config=FAST
+    )
+    kmeans = c3o[c3o["job_type"] == "kmeans"]
+    first = sorted(kmeans["context_id"].unique())[0]
+    runs = kmeans[kmeans["context_id"] == first].drop(columns=["context_id"])
+    ctx = runs.iloc[0].to_dict()
+    ns = sorted(runs["scale_out"].unique())
+    untuned = general.predict(ctx, ns)
+    assert np.all(np.isfinite(untuned)) and np.all(untuned > 0)
+    picked = runs.groupby("scale_out").head(1).iloc[[0, 2, 4]]
+    tuned = general.finetune(picked)
+    actual = runs.groupby("scale_out")["runtime_s"].mean().to_numpy()
+    error = lambda pred: float(np.mean(np.abs(pred - actual) / actual))  # noqa: E731
+    assert error(tuned.predict(ctx, ns)) < min(0.5, error(untuned))
+    mean, lower, upper = tuned.predict_band(ctx, ns, 0.9)
+    assert np.all(lower <= mean) and np.all(mean <= upper)
 
 
 def test_a_context_unlike_the_training_data_switches_to_its_own_parametric_curve(
