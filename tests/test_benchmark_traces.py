@@ -75,6 +75,9 @@ def test_leave_job_out_pretrains_a_file_s_job_on_everything_else(traces: Path) -
     assert sort.held_out["context_id"].nunique() == 3
     # the bundled traces (C3O's own sort contexts, minus those the file holds) and the file's grep
     assert len(sort.train) > 1000 and not set(sort.train["context_id"]) & set(sort.held_out["context_id"])
+    # the file repeats bundled runs: those leave the training data, only the file's are replayed
+    file_sort = pd.read_csv(traces).query("job_type == 'sort' and status != 'failed'")
+    assert len(sort.held_out) == len(file_sort)
 
 
 def test_the_sizing_replay_runs_on_a_traces_file(traces: Path) -> None:

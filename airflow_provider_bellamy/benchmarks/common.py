@@ -149,8 +149,10 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                 mask = runs["context_id"].isin(held)
                 yield HeldOutTask(str(algorithm), fold, runs[~mask], runs[mask])
         else:
+            # a held-out context's runs leave the training data wherever they stand (a file may
+            # repeat bundled runs); only the evaluated copies are replayed
             mask = data.runs["context_id"].isin(set(runs["context_id"]))
-            yield HeldOutTask(str(algorithm), 0, data.runs[~mask], data.runs[mask])
+            yield HeldOutTask(str(algorithm), 0, data.runs[~mask], data.runs[mask & data.evaluated])
 
 
 def draw_points(
