@@ -4,6 +4,8 @@
 runs, compares it with the active version on the newest held-out runs and promotes it
 only if it is not worse; the previous version stays for ``bellamy models rollback``.
 The report (per job type: outcome, hold-out errors, rows, seconds) is the task's XCom.
+Trigger it with ``{"job_types": "all"}`` (or list "all" among them) to refresh the model of
+every job type too, which sizes new job types until they have a model of their own.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 class BellamyTrainOperator(BaseOperator):
     """Retrain and (conditionally) promote Bellamy models.
 
-    :param job_types: job types to consider; None = every job type in the store.
+    :param job_types: job types to consider; None = every job type in the store; "all" = the
+        model of every job type (it sizes job types without a model of their own).
     :param time_budget_s: pre-training time budget per job type (early stop).
     :param holdout_fraction: share of the newest unseen runs held out for the comparison.
     :param force: retrain even job types without new runs.
