@@ -635,8 +635,9 @@ class Bellamy:
                 raise UnknownJobTypeError(req.job_type, [])
             runs = RunRepository(session)
             models = ModelRepository(session)
-            known = runs.has_job_type(req.job_type)
             general = models.active(req.job_type)
+            # only a job type without a model of its own costs the look-up of its runs
+            known = general is not None or runs.has_job_type(req.job_type)
             if general is None and known:
                 general = models.active(ALL_JOB_TYPES)
             count, newest = runs.training_summary(req.job_type, req.fingerprint)

@@ -121,9 +121,10 @@ def benchmark_runs(
         runs = pd.concat([bundled, own], ignore_index=True)
         evaluated = np.r_[np.zeros(len(bundled), dtype=bool), np.ones(len(own), dtype=bool)]
     data = BenchmarkRuns(Path(traces).name, protocol, runs, evaluated)
-    if len(data.job_types_skipped()) == data.runs[evaluated]["job_type"].nunique():
+    skipped = data.job_types_skipped()
+    if len(skipped) == data.runs[evaluated]["job_type"].nunique():
         raise InvalidInputError(
-            "traces", str(traces), f"no job type can be held out under {protocol}: {data.job_types_skipped()}"
+            "traces", str(traces), f"no job type can be held out under {protocol}: {skipped}"
         )
     return data
 
