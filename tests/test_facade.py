@@ -299,6 +299,7 @@ def test_the_model_of_all_job_types_sizes_a_job_type_without_its_own(tmp_path: P
     (report,) = b.train("all", config=TrainingConfig(**SMALL))
     assert (report.job_type, report.outcome) == ("all", "promoted")
     assert {"grep", "sgd"} <= set(report.metrics["job_types"])  # kmeans' runs, the newest, held out
+    assert set(report.metrics["unseen_job_type_validation_mre"]) == {"0", "1", "2", "3", "4", "5"}
     after = b.size("kmeans", context, [2, 4, 6, 8, 10, 12], 600.0)
     assert after.fallback_reason is None
     assert after.model_version.startswith("all/ctx-") and after.model_version.endswith("(from all/v1)")

@@ -104,6 +104,15 @@ def context_folds(n_contexts: int, k: int, rng: np.random.Generator) -> list[np.
     return [np.sort(order[i::k]) for i in range(k)]
 
 
+def job_folds(job_of_context: Sequence[str], k: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """k folds of whole job types (context indices): the member of a fold never sees a run of
+    its job types, so its predictions for them are what a job type the model never saw gets."""
+    jobs = np.array(sorted(set(job_of_context)))
+    order = rng.permutation(len(jobs))
+    of_context = np.asarray(job_of_context)
+    return [np.flatnonzero(np.isin(of_context, jobs[order[i::k]])) for i in range(k)]
+
+
 def _init_head(net: BellamyNet, mean_log_y: torch.Tensor, ref_n: float) -> None:
     # Start every context at its member's mean runtime, split over the terms at a typical n.
     phi = scale_out_basis(np.array([ref_n]))[0]

@@ -10,6 +10,7 @@ from airflow_provider_bellamy.benchmarks.common import draw_points, with_context
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.model import ErnestModel, RuntimeModel, TrainingConfig
+from airflow_provider_bellamy.model.runtime_model import UNSEEN_JOB
 
 from .conftest import FAST
 
@@ -215,28 +216,106 @@ def test_finetuning_applies_to_a_context_with_properties_the_model_never_saw(
     assert np.all(tuned.predict(ctx, [2, 6, 12]) > 1.5 * general)  # 3× slower runs moved the curve
 
 
-def test_a_model_of_several_job_types_fine_tunes_one_it_never_saw() -> None:
+@pytest.fixture(scope="module")
+def c3o_runs() -> pd.DataFrame:
+    return with_context_ids(load_traces("c3o"))
+
+
+@pytest.fixture(scope="module")
+def grep_sgd_model(c3o_runs: pd.DataFrame) -> RuntimeModel:
+    return RuntimeModel.pretrain(
+        c3o_runs[c3o_runs["job_type"].isin(["grep", "sgd"])].drop(columns=["context_id"]), config=FAST
+    )
+
+
+def test_a_model_of_several_job_types_fine_tunes_one_it_never_saw(
+    grep_sgd_model: RuntimeModel, c3o_runs: pd.DataFrame
+) -> None:
     """Pre-trained on grep and sgd, asked about kmeans (a held-out job, as a user's new pipeline is):
     the job type is a property like any other, so the model answers, and the new job's own runs
     fine-tune it. A model of one job type still refuses another (see the bad-input test)."""
-    c3o = with_context_ids(load_traces("c3o"))
-    general = RuntimeModel.pretrain(
-        c3o[c3o["job_type"].isin(["grep", "sgd"])].drop(columns=["context_id"]), config=FAST
-    )
-    kmeans = c3o[c3o["job_type"] == "kmeans"]
+    kmeans = c3o_runs[c3o_runs["job_type"] == "kmeans"]
     first = sorted(kmeans["context_id"].unique())[0]
     runs = kmeans[kmeans["context_id"] == first].drop(columns=["context_id"])
     ctx = runs.iloc[0].to_dict()
     ns = sorted(runs["scale_out"].unique())
-    untuned = general.predict(ctx, ns)
+    untuned = grep_sgd_model.predict(ctx, ns)
     assert np.all(np.isfinite(untuned)) and np.all(untuned > 0)
     picked = runs.groupby("scale_out").head(1).iloc[[0, 2, 4]]
-    tuned = general.finetune(picked)
+    tuned = grep_sgd_model.finetune(picked)
     actual = runs.groupby("scale_out")["runtime_s"].mean().to_numpy()
     error = lambda pred: float(np.mean(np.abs(pred - actual) / actual))  # noqa: E731
     assert error(tuned.predict(ctx, ns)) < min(0.5, error(untuned))
     mean, lower, upper = tuned.predict_band(ctx, ns, 0.9)
     assert np.all(lower <= mean) and np.all(mean <= upper)
+
+
+def _without_unseen_job_calibration(model: RuntimeModel) -> RuntimeModel:
+    metadata = {k: v for k, v in model.metadata.items() if k != UNSEEN_JOB}
+    return RuntimeModel(model.params, model.architecture, model.schema, metadata)
+
+
+def _coverage_after_one_run(model: RuntimeModel, runs: pd.DataFrame) -> float:
+    """Share of a job's runs under the 90 % upper band, each context tuned on its smallest scale-out's
+    first run and predicted at its other scale-outs."""
+    hits = []
+    for _, context_runs in runs.groupby("context_id"):
+        context_runs = context_runs.drop(columns=["context_id"])
+        picked = context_runs.nsmallest(1, "scale_out")
+        test = context_runs[context_runs["scale_out"] != picked["scale_out"].iloc[0]]
+        ns = sorted(test["scale_out"].unique())
+        upper = model.finetune(picked).predict_band(picked.iloc[0].to_dict(), ns, 0.9)[2]
+        hits.extend(test["runtime_s"] <= test["scale_out"].map(dict(zip(ns, upper, strict=True))))
+    return float(np.mean(hits))
+
+
+def test_a_job_type_the_model_never_saw_gets_bands_measured_on_job_types_held_out_whole(
+    grep_sgd_model: RuntimeModel, c3o_runs: pd.DataFrame
+) -> None:
+    """The first ensemble's folds hold out contexts of job types the other folds still show, so its
+    bands are what a known job type's new context needs: far too narrow for a job type no run
+    showed. Pre-training also calibrates on members that each never saw one job type, and a new
+    job type is tuned and banded with that calibration; the job types it knows keep their own."""
+    unseen = grep_sgd_model.metadata[UNSEEN_JOB]
+    assert sorted(unseen["job_folds"]) == [["grep"], ["sgd"]]  # every job type held out, whole
+    assert grep_sgd_model.unseen_job_type_mre is not None
+    # a job held out whole is harder than a new context of a known one, one run or five
+    for k in ("1", "5"):
+        assert grep_sgd_model.unseen_job_type_mre[k] > grep_sgd_model.metadata["validation_mre"][k]
+    own = _without_unseen_job_calibration(grep_sgd_model)
+    grep = c3o_runs[c3o_runs["job_type"] == "grep"]
+    grep_context = grep[grep["context_id"] == grep["context_id"].iloc[0]].drop(columns=["context_id"])
+    np.testing.assert_array_equal(  # a job type it knows: nothing changes
+        grep_sgd_model.finetune(grep_context.iloc[:2]).predict_band(
+            grep_context.iloc[0].to_dict(), [2, 6, 12]
+        ),
+        own.finetune(grep_context.iloc[:2]).predict_band(grep_context.iloc[0].to_dict(), [2, 6, 12]),
+    )
+    for job in ("kmeans", "sort"):
+        runs = c3o_runs[c3o_runs["job_type"] == job]
+        assert _coverage_after_one_run(own, runs) < 0.8  # the known job types' bands: too narrow
+        assert _coverage_after_one_run(grep_sgd_model, runs) >= 0.9
+
+
+def test_a_model_tuned_to_a_new_job_type_keeps_its_calibration_through_the_store(
+    grep_sgd_model: RuntimeModel, c3o_runs: pd.DataFrame
+) -> None:
+    sort = c3o_runs[c3o_runs["job_type"] == "sort"]
+    runs = sort[sort["context_id"] == sort["context_id"].iloc[0]].drop(columns=["context_id"])
+    tuned = grep_sgd_model.finetune(runs.iloc[:1])
+    assert tuned.metadata["calibrated_for"] == "unseen job type"
+    loaded = RuntimeModel.from_bytes(tuned.to_bytes())
+    ctx = runs.iloc[0].to_dict()
+    np.testing.assert_allclose(loaded.predict_band(ctx, [2, 6, 12]), tuned.predict_band(ctx, [2, 6, 12]))
+
+
+def test_the_unseen_job_calibration_is_a_second_pass_only_where_it_can_be_measured(
+    grep_model: RuntimeModel, c3o_runs: pd.DataFrame
+) -> None:
+    assert UNSEEN_JOB not in grep_model.metadata  # one job type: nothing to hold out
+    two = c3o_runs[c3o_runs["job_type"].isin(["grep", "sort"])].drop(columns=["context_id"])
+    skipped = RuntimeModel.pretrain(two, config=FAST, unseen_job_types=False)
+    assert UNSEEN_JOB not in skipped.metadata
 
 
 def test_a_context_unlike_the_training_data_switches_to_its_own_parametric_curve(
