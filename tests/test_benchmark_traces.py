@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from airflow_provider_bellamy.benchmarks.accuracy import run_accuracy
 from airflow_provider_bellamy.benchmarks.common import benchmark_runs, held_out_tasks
 from airflow_provider_bellamy.benchmarks.sizing import K_SIZING, TARGETS_PER_CONTEXT, run_sizing
 from airflow_provider_bellamy.cli import main
@@ -98,13 +99,18 @@ def test_the_sizing_replay_runs_on_a_traces_file(traces: Path) -> None:
 
 def test_the_accuracy_command_runs_on_a_traces_file(traces: Path, tmp_path: Path) -> None:
     out = tmp_path / "acc.json"
-    assert main(["benchmark", "accuracy", "--traces", str(traces), "--quick", "--json", str(out)]) == 0
+    command = ["benchmark", "accuracy", "--traces", str(traces), "--quick", "--confidence", "0.8"]
+    assert main([*command, "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert (report["dataset"], report["protocol"], report["seeds"]) == ("my_runs.csv", "folds", 1)
     assert list(report["per_algorithm"]) == ["sort"]
     errors = [report["results"][m][str(k)] for m in ("bellamy", "gbm") for k in range(6)]
     assert all(e is not None and np.isfinite(e) and e >= 0 for e in errors)
     assert report["timings"]["pretrains"] == 3
+    # the band's coverage of the runs it was not tuned on: one algorithm, so overall is its own
+    coverage = report["coverage"]
+    assert coverage["confidence"] == 0.8 and coverage["overall"] == coverage["per_algorithm"]["sort"]
+    assert all(0.5 < coverage["overall"][str(k)] <= 1.0 for k in range(6))
 
 
 @pytest.mark.parametrize(
@@ -139,6 +145,14 @@ def test_a_file_no_split_can_use_is_refused_before_any_training(tmp_path: Path) 
     with pytest.raises(InvalidInputError) as err:
         benchmark_runs(traces=only_failed)
     assert err.value.field == "traces" and "no successful run" in str(err.value)
+
+
+@pytest.mark.parametrize("confidence", [0.0, 1.5, float("nan")])
+def test_a_band_confidence_outside_0_1_is_refused_before_any_training(confidence: float) -> None:
+    for run in (run_accuracy, run_sizing):
+        with pytest.raises(InvalidInputError) as err:
+            run(dataset="bell", confidence=confidence)
+        assert err.value.field == "confidence"
 
 
 def test_the_cli_refuses_a_protocol_for_a_bundled_set(capsys: pytest.CaptureFixture[str]) -> None:

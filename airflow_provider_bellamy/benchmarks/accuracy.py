@@ -2,7 +2,9 @@
 
 For each held-out context and k ∈ {0..5}: k runs at k distinct scale-outs are the
 fine-tuning data; the test set is every run at the context's other scale-outs. Metric:
-mean relative error |pred − actual| / actual, per algorithm and overall, per k.
+mean relative error |pred − actual| / actual, per algorithm and overall, per k; and the share of
+test runs under Bellamy's upper band at the requested confidence (what sizing relies on: a 90 %
+band should cover 90 % of the runs it was not tuned on).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     pretrain,
     render_skipped,
 )
+from airflow_provider_bellamy.records import validate_confidence
 
 MODELS = ("bellamy", "ernest", "gbm")
 
@@ -43,14 +46,17 @@ def run_accuracy(
     *,
     traces: str | Path | None = None,
     protocol: str | None = None,
+    confidence: float = 0.9,
 ) -> dict[str, Any]:
     """The accuracy protocol on a bundled set, or on the runs of a ``traces`` file split by
-    ``protocol`` (see ``benchmark_runs``)."""
+    ``protocol`` (see ``benchmark_runs``); ``confidence``: the band whose coverage is measured."""
+    confidence = validate_confidence(confidence)
     data = benchmark_runs(dataset, traces=traces, protocol=protocol)
     # errors[model][algorithm][k] → list of per-run relative errors
     errors: dict[str, dict[str, dict[int, list[float]]]] = {
         m: defaultdict(lambda: defaultdict(list)) for m in MODELS
     }
+    covered: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     pretrain_s: list[float] = []
     finetune_s: list[float] = []
     predict_s: list[float] = []
@@ -87,14 +93,36 @@ def run_accuracy(
                 t2 = time.perf_counter()
                 pred = tuned.predict(ctx, list(range(1, 21)))
                 predict_s.append(time.perf_counter() - t2)
-                pred = tuned.predict(ctx, ns.tolist())
+                pred, _, upper = tuned.predict_band(ctx, ns.tolist(), confidence)
                 errors["bellamy"][task.algorithm][k].extend(_mre(pred, actual))
+                covered[task.algorithm][k].extend(bool(c) for c in actual <= upper)
                 ern = ernest_predict(points, ns)
                 if ern is not None:
                     errors["ernest"][task.algorithm][k].extend(_mre(ern, actual))
     return _summarise(
-        errors, data.name, seeds, quick, pretrain_s, finetune_s, predict_s, data.report_fields()
+        errors,
+        data.name,
+        seeds,
+        quick,
+        pretrain_s,
+        finetune_s,
+        predict_s,
+        {**data.report_fields(), "coverage": _coverage(covered, confidence)},
     )
+
+
+def _coverage(covered: dict[str, dict[int, list[bool]]], confidence: float) -> dict[str, Any]:
+    """Share of test runs under the upper band, per algorithm and k; overall weighs every algorithm
+    the same (as the errors do)."""
+    per_algorithm = {
+        a: {str(k): float(np.mean(covered[a][k])) if covered[a][k] else None for k in K_VALUES}
+        for a in sorted(covered)
+    }
+    overall = {}
+    for k in K_VALUES:
+        shares = [v[str(k)] for v in per_algorithm.values() if v[str(k)] is not None]
+        overall[str(k)] = float(np.mean(shares)) if shares else None
+    return {"confidence": confidence, "overall": overall, "per_algorithm": per_algorithm}
 
 
 def _summarise(
@@ -166,6 +194,19 @@ def render_accuracy(report: dict[str, Any]) -> None:
             "[bold]overall", f"[bold]{model}", *[fmt(report["results"][model][str(k)]) for k in K_VALUES]
         )
     console.print(table)
+    coverage = report.get("coverage")
+    if coverage:
+        band = Table(
+            title=f"Share of test runs under Bellamy's {100 * coverage['confidence']:g} % upper band"
+        )
+        band.add_column("algorithm")
+        for k in K_VALUES:
+            band.add_column(f"k={k}", justify="right")
+        for alg, shares in coverage["per_algorithm"].items():
+            band.add_row(alg, *[fmt(shares[str(k)]) for k in K_VALUES])
+        band.add_section()
+        band.add_row("[bold]overall", *[fmt(coverage["overall"][str(k)]) for k in K_VALUES])
+        console.print(band)
     render_skipped(report)
     t = report["timings"]
     console.print(

@@ -12,6 +12,9 @@ def register(subparsers: Any) -> None:
 
     acc = sub.add_parser("accuracy", help="MRE of Bellamy vs Ernest vs gradient boosting, k = 0..5 points")
     _add_runs_arguments(acc)
+    acc.add_argument(
+        "--confidence", type=float, default=0.9, help="the band whose coverage of test runs is reported"
+    )
     acc.add_argument("--seeds", type=int, default=3)
     acc.add_argument(
         "--quick", action="store_true", help="1 seed and a smaller ensemble (< 3 min on 2 cores)"
@@ -80,7 +83,9 @@ def _accuracy(args: argparse.Namespace) -> int:
         from airflow_provider_bellamy.exceptions import InvalidInputError
 
         raise InvalidInputError("--seeds", seeds, "must be >= 1")
-    report = run_accuracy(seeds=seeds, quick=args.quick, progress=_progress(), **_runs(args))
+    report = run_accuracy(
+        seeds=seeds, quick=args.quick, confidence=args.confidence, progress=_progress(), **_runs(args)
+    )
     render_accuracy(report)
     if args.json_path:
         write_json(report, args.json_path)
