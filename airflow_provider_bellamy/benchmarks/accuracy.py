@@ -111,17 +111,25 @@ def run_accuracy(
     )
 
 
-def _coverage(covered: dict[str, dict[int, list[bool]]], confidence: float) -> dict[str, Any]:
-    """Share of test runs under the upper band, per algorithm and k; overall weighs every algorithm
-    the same (as the errors do)."""
+def _by_algorithm(
+    values: dict[str, dict[int, list[float]]] | dict[str, dict[int, list[bool]]], algorithms: list[str]
+) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
+    """Per algorithm and k the mean of ``values``, and per k the mean over algorithms of those means
+    (every algorithm weighs the same, however many runs it has); None where there is nothing."""
     per_algorithm = {
-        a: {str(k): float(np.mean(covered[a][k])) if covered[a][k] else None for k in K_VALUES}
-        for a in sorted(covered)
+        a: {str(k): float(np.mean(values[a][k])) if values[a][k] else None for k in K_VALUES}
+        for a in algorithms
     }
-    overall = {}
+    overall: dict[str, float | None] = {}
     for k in K_VALUES:
-        shares = [v[str(k)] for v in per_algorithm.values() if v[str(k)] is not None]
-        overall[str(k)] = float(np.mean(shares)) if shares else None
+        means = [m[str(k)] for m in per_algorithm.values() if m[str(k)] is not None]
+        overall[str(k)] = float(np.mean(means)) if means else None
+    return per_algorithm, overall
+
+
+def _coverage(covered: dict[str, dict[int, list[bool]]], confidence: float) -> dict[str, Any]:
+    """Share of test runs under the upper band, per algorithm and k, and overall (as the errors)."""
+    per_algorithm, overall = _by_algorithm(covered, sorted(covered))
     return {"confidence": confidence, "overall": overall, "per_algorithm": per_algorithm}
 
 
@@ -139,16 +147,9 @@ def _summarise(
     per_algorithm: dict[str, dict[str, dict[str, float | None]]] = {}
     algorithms = sorted({a for m in MODELS for a in errors[m]})
     for model in MODELS:
-        results[model] = {}
-        for k in K_VALUES:
-            # overall = mean over algorithms of each algorithm's MRE (every algorithm weighs the same)
-            per_alg = [float(np.mean(errors[model][a][k])) for a in algorithms if errors[model][a][k]]
-            results[model][str(k)] = float(np.mean(per_alg)) if per_alg else None
+        by_algorithm, results[model] = _by_algorithm(errors[model], algorithms)
         for a in algorithms:
-            per_algorithm.setdefault(a, {})[model] = {
-                str(k): (float(np.mean(errors[model][a][k])) if errors[model][a][k] else None)
-                for k in K_VALUES
-            }
+            per_algorithm.setdefault(a, {})[model] = by_algorithm[a]
     return {
         "benchmark": "accuracy",
         "dataset": dataset,
