@@ -38,6 +38,7 @@ from typing import Any
 
 from airflow_provider_bellamy.decisions import OBJECTIVES
 from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.records import MAX_CANDIDATES, conform_property
 
 ON_INFEASIBLE: tuple[str, ...] = ("fail", "warn", "run-max")
 
@@ -187,10 +188,23 @@ def _scale_outs(value: Any, field: str, where: str) -> list[int]:
         step = _int_ge1(value.get("step", 1), f"{field}.step", where)
         if hi < lo:
             raise InvalidInputError(f"{field}.max", hi, f"must be >= min ({lo})", where=where)
-        return list(range(lo, hi + 1, step))
+        candidates = range(lo, hi + 1, step)
+        if len(candidates) > MAX_CANDIDATES:
+            raise InvalidInputError(
+                f"{field}.max",
+                hi,
+                f"gives {len(candidates):,} candidate scale-outs, more than {MAX_CANDIDATES:,}; "
+                "narrow the range or give a step",
+                where=where,
+            )
+        return list(candidates)
     if isinstance(value, list):
         if not value:
             raise InvalidInputError(field, value, "needs at least one scale-out", where=where)
+        if len(value) > MAX_CANDIDATES:
+            raise InvalidInputError(
+                field, f"<{len(value):,} scale-outs>", f"more than {MAX_CANDIDATES:,} candidates", where=where
+            )
         out = [_int_ge1(v, f"{field}[{i}]", where) for i, v in enumerate(value)]
         if len(set(out)) != len(out):
             raise InvalidInputError(field, value, "has duplicate scale-outs", where=where)
@@ -235,12 +249,9 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
             raise InvalidInputError(
                 f"{p}.properties.{key}", value, "is not a context property (it is set by sizing)", where=where
             )
-        if not isinstance(value, (str, int, float, bool)) or (
-            isinstance(value, float) and not math.isfinite(value)
-        ):
-            raise InvalidInputError(
-                f"{p}.properties.{key}", value, "must be a string or a finite number", where=where
-            )
+        # refused here what no job type's runs could make acceptable; the conversion to what
+        # the job type's runs hold happens when the operator sizes (records.conform_context)
+        conform_property(value, None, field=f"{p}.properties.{key}", where=where)
 
     if "scale_out" not in data:
         raise InvalidInputError(

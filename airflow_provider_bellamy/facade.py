@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +31,9 @@ from airflow_provider_bellamy.records import (
     REQUIRED_COLUMNS,
     RUN_SOURCES,
     RUN_STATUSES,
+    batch_kinds,
+    conform_context,
     context_fingerprint,
-    normalize_context,
     successful_runs,
     validate_label,
     validate_runtime,
@@ -70,6 +71,10 @@ ALL_JOB_TYPES = "all"
 _MODEL_CACHE: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _MODEL_CACHE_SIZE = 32
 _CACHE_LOCK = threading.Lock()
+# Property kinds of a job type's stored runs, keyed by (store, job type, newest run id).
+_KINDS_CACHE: dict[tuple[Any, ...], dict[str, str]] = {}
+_KINDS_CACHE_SIZE = 256
+_RUN_FIELDS = frozenset(REQUIRED_COLUMNS) | frozenset(PROVENANCE_COLUMNS)
 
 
 def _cache_get(key: tuple[Any, ...]) -> Any:
@@ -235,10 +240,14 @@ class Bellamy:
 
     def _prepare_runs(self, runs: Any) -> list[dict[str, Any]]:
         if _is_dataframe(runs):
-            from airflow_provider_bellamy.records import validate_runs
+            from airflow_provider_bellamy.records import check_complete_properties, validate_runs
 
             frame = validate_runs(runs, where="runs")
-            records = frame.to_dict(orient="records")
+            check_complete_properties(frame, where="runs")
+            # NaN is how a frame says "this run has no such property" (checked just above)
+            records = [
+                {k: v for k, v in rec.items() if not _missing(v)} for rec in frame.to_dict(orient="records")
+            ]
             where = "runs row {}"
         elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
             records = list(runs)
@@ -249,7 +258,45 @@ class Bellamy:
             raise InvalidInputError(
                 "runs", type(runs).__name__, "must be a pandas DataFrame or a list of dicts"
             )
-        return [_prepare_run(rec, where.format(i)) for i, rec in enumerate(records)]
+        flat = [_flatten_run(rec, where.format(i)) for i, rec in enumerate(records)]
+        by_job: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for i, rec in enumerate(flat):
+            job = _job_type(rec.get("job_type"), where=where.format(i))
+            props = {k: v for k, v in rec.items() if k not in _RUN_FIELDS}
+            by_job.setdefault(job, []).append((where.format(i), props))
+        stored = self._stored_kinds(by_job)
+        kinds = {}
+        for job, contexts in by_job.items():
+            # properties the store has no runs of yet take their kind from this batch
+            new = [(w, {k: v for k, v in c.items() if k not in stored[job]}) for w, c in contexts]
+            kinds[job] = {**batch_kinds(new), **stored[job]}
+        return [_prepare_run(rec, where.format(i), kinds) for i, rec in enumerate(flat)]
+
+    def _stored_kinds(self, job_types: Iterable[str]) -> dict[str, dict[str, str]]:
+        """What the stored runs of each job type hold for each property (number or text), which
+        user input is converted to (records.conform_property); cached until new runs arrive."""
+        out: dict[str, dict[str, str]] = {}
+        with self.store.read("reading property kinds") as session:
+            for job in job_types:
+                if session is None:
+                    out[job] = {}
+                    continue
+                repo = RunRepository(session)
+                key = (self._store_key, job, repo.newest_id(job))
+                with _CACHE_LOCK:
+                    kinds = _KINDS_CACHE.get(key)
+                if kinds is None:
+                    kinds = repo.property_kinds(job)
+                    with _CACHE_LOCK:
+                        if len(_KINDS_CACHE) > _KINDS_CACHE_SIZE:
+                            _KINDS_CACHE.clear()
+                        _KINDS_CACHE[key] = kinds
+                out[job] = kinds
+        return out
+
+    def _conform(self, job_type: str, context: Any, *, where: str = "context") -> dict[str, str | float]:
+        conform_context(context, where=where)  # refuse bad input before the store is read
+        return conform_context(context, self._stored_kinds([job_type])[job_type], where=where)
 
     def link_decision(self, decision_id: int, run_row_id: int) -> None:
         """Attach the run a sizing decision led to."""
@@ -525,16 +572,16 @@ class Bellamy:
         framework: str | None = None,
     ) -> Prediction:
         """Runtime per candidate scale-out with a band at ``confidence``."""
-        req = _request(job_type, context, scale_outs, confidence, framework)
-        resolved = self._resolve(req)
-        if resolved.model is None:
+        req = self._request(job_type, context, scale_outs, confidence, framework)
+        prediction, resolved = self._finite_band(req, self._resolve(req))
+        if prediction is None:
             why = (resolved.fallback_reason or "no model").removesuffix(": default scale-out")
             raise InvalidInputError(
                 "context",
                 req.context,
                 f"cannot predict: {why}; run `bellamy train` or record runs at more scale-outs",
             )
-        return self._band(req, resolved)
+        return prediction
 
     def size(
         self,
@@ -552,7 +599,7 @@ class Bellamy:
         """Choose a scale-out for the target and store the decision (``decision_id`` set)."""
         from airflow_provider_bellamy import sizing
 
-        req = _request(job_type, context, scale_outs, confidence, framework)
+        req = self._request(job_type, context, scale_outs, confidence, framework)
         target = sizing.validate_target(target_s)
         objective = sizing.validate_objective(objective)
         price = sizing.validate_price(price_per_node_hour)
@@ -563,9 +610,8 @@ class Bellamy:
                     "default_scale_out", default_scale_out, f"must be one of the candidates {req.scale_outs}"
                 )
         prov = _provenance(provenance)
-        resolved = self._resolve(req)
-        if resolved.model is not None:
-            prediction = self._band(req, resolved)
+        prediction, resolved = self._finite_band(req, self._resolve(req))
+        if prediction is not None:
             decision = sizing.decide(
                 prediction,
                 target_s=target,
@@ -614,6 +660,51 @@ class Bellamy:
         decision.decision_id = row.id
         decision.created_at = row.created_at.isoformat()
         return decision
+
+    def _request(
+        self, job_type: Any, context: Any, scale_outs: Any, confidence: Any, framework: Any
+    ) -> _Request:
+        from airflow_provider_bellamy import sizing
+
+        job = _job_type(job_type)
+        conform_context(context, where="context")  # bad input is refused before the store is read
+        candidates = sizing.validate_scale_outs(scale_outs)  # lists, tuples, ranges, arrays, Series
+        conf = sizing.validate_confidence(confidence)
+        fw = None if framework is None else validate_label(framework, "framework").lower()
+        ctx = self._conform(job, context)
+        return _Request(job, ctx, context_fingerprint(job, ctx), candidates, conf, fw)
+
+    def _finite_band(self, req: _Request, resolved: _Resolved) -> tuple[Prediction | None, _Resolved]:
+        """The prediction of the resolved model, or of the fallback where it predicts NaN or
+        infinity (weights gone bad with a valid checksum): such a band would size nothing."""
+        if resolved.model is None:
+            return None, resolved
+        prediction = self._band(req, resolved)
+        values = [*prediction.mean_s, *prediction.lower_s, *prediction.upper_s]
+        if all(math.isfinite(v) for v in values):
+            return prediction, resolved
+        bad = sorted(
+            {
+                n
+                for n, *v in zip(
+                    prediction.scale_outs,
+                    prediction.mean_s,
+                    prediction.lower_s,
+                    prediction.upper_s,
+                    strict=True,
+                )
+                if not all(map(math.isfinite, v))
+            }
+        )
+        why = f"{resolved.label or resolved.method} predicted non-finite runtimes at scale-outs {bad}"
+        if resolved.method != "bellamy":
+            return None, _Resolved(None, None, None, "default", f"{why}: default scale-out")
+        with self.store.read("finding a fallback model") as session:
+            assert session is not None
+            runs = RunRepository(session)
+            count, newest = runs.training_summary(req.job_type, req.fingerprint)
+            fallback = self._fallback(req, runs, count, newest, why=why)
+        return self._finite_band(req, fallback)
 
     def _band(self, req: _Request, resolved: _Resolved) -> Prediction:
         mean, lower, upper = resolved.model.predict_band(_model_context(req), req.scale_outs, req.confidence)
@@ -818,7 +909,8 @@ class Bellamy:
         if context is not None:
             if job_type is None:
                 raise InvalidInputError("job_type", None, "needed to select the runs of one context")
-            fingerprint = context_fingerprint(job_type, normalize_context(context, where="context"))
+            job_type = validate_label(job_type, "job_type")
+            fingerprint = context_fingerprint(job_type, self._conform(job_type, context))
         with self.store.read("loading runs") as session:
             if session is None:
                 rows: list[Run] = []
@@ -931,8 +1023,8 @@ def _timestamp(value: Any, field: str, where: str) -> dt.datetime | None:
     return stamp
 
 
-def _prepare_run(record: Any, where: str) -> dict[str, Any]:
-    """Validate one run (canonical fields, context, provenance) into store columns."""
+def _flatten_run(record: Any, where: str) -> dict[str, Any]:
+    """One run as flat fields: a context given as one mapping is merged into the run's fields."""
     if not isinstance(record, Mapping):
         raise InvalidInputError("run", record, "each run must be a mapping of field to value", where=where)
     nested = record.get("context")
@@ -950,11 +1042,19 @@ def _prepare_run(record: Any, where: str) -> dict[str, Any]:
         record = {**{k: v for k, v in record.items() if k != "context"}, **nested}
     elif "context" in record:
         record = {k: v for k, v in record.items() if k != "context"}
+    return dict(record)
+
+
+def _prepare_run(
+    record: dict[str, Any], where: str, kinds: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    """Validate one flat run (canonical fields, context, provenance) into store columns; ``kinds``:
+    per job type, the kind of each property (records.conform_property)."""
     job_type = _job_type(record.get("job_type"), where=where)
     framework = validate_label(record.get("framework"), "framework", where=where).lower()
     scale_out = validate_scale_out(record.get("scale_out"), where=where)
     runtime_s = validate_runtime(record.get("runtime_s"), where=where)
-    context = normalize_context(record, where=where)
+    context = conform_context(record, kinds.get(job_type), where=where)
     status = "success" if _missing(record.get("status")) else record.get("status")
     if status not in RUN_STATUSES:
         raise InvalidInputError("status", status, f"must be one of {list(RUN_STATUSES)}", where=where)
@@ -1034,17 +1134,6 @@ def _model_context(req: _Request) -> dict[str, Any]:
     if req.framework is not None:
         ctx.setdefault("framework", req.framework)
     return ctx
-
-
-def _request(job_type: Any, context: Any, scale_outs: Any, confidence: Any, framework: Any) -> _Request:
-    from airflow_provider_bellamy import sizing
-
-    job = _job_type(job_type)
-    ctx = normalize_context(context, where="context")
-    candidates = sizing.validate_scale_outs(scale_outs)  # lists, tuples, ranges, arrays, Series
-    conf = sizing.validate_confidence(confidence)
-    fw = None if framework is None else validate_label(framework, "framework").lower()
-    return _Request(job, ctx, context_fingerprint(job, ctx), candidates, conf, fw)
 
 
 def _provenance(value: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ the Airflow layers use it while parsing DAG files.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,10 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
 
 # Properties that would make a "context" depend on the scale-out: a cluster total.
 FORBIDDEN_CONTEXT_KEYS: frozenset[str] = frozenset({"scale_out", "runtime_s"})
+
+# The most candidate scale-outs one request may weigh: each becomes a row of the stored
+# decision (about 190 bytes), and no cluster is sized among more sizes than this.
+MAX_CANDIDATES = 4096
 
 RUN_STATUSES: tuple[str, ...] = ("success", "failed")
 RUN_SOURCES: tuple[str, ...] = ("trace", "observed")
@@ -89,6 +94,12 @@ def validate_scale_out_list(values: Any, *, field: str = "scale_outs") -> list[i
         values = values.tolist()  # numpy arrays, pandas Series
     if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, (Sequence, range)):
         raise InvalidInputError(field, values, "must be a list of integers >= 1")
+    if len(values) > MAX_CANDIDATES:
+        raise InvalidInputError(
+            field,
+            f"<{len(values):,} scale-outs from {values[0]!r}>",
+            f"more than {MAX_CANDIDATES:,} candidates; each is weighed and stored with the decision",
+        )
     out = [validate_scale_out(v, field=field) for v in values]
     if not out:
         raise InvalidInputError(field, list(values), "must not be empty")
@@ -155,6 +166,163 @@ def normalize_context(context: Mapping[str, Any], *, where: str | None = None) -
     return out
 
 
+# The two kinds of property value the model reads: numbers and text (see conform_context).
+NUMBER = "number"
+TEXT = "text"
+MIXED = "mixed"  # a store written before values were conformed may hold both for one property
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NON_FINITE = frozenset(sign + word for sign in ("", "+", "-") for word in ("nan", "inf", "infinity"))
+
+
+def property_kinds(contexts: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The kind of each property among normalised (stored) contexts: ``number``, ``text`` or ``mixed``."""
+    kinds: dict[str, str] = {}
+    for context in contexts:
+        for key, value in context.items():
+            if value is None:
+                continue
+            kind = TEXT if isinstance(value, str) else NUMBER
+            kinds[key] = kind if kinds.get(key, kind) == kind else MIXED
+    return kinds
+
+
+def _raw_kind(value: Any) -> str | None:
+    """How a value given by a user reads: a number, text that reads as a number, or other text."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else TEXT
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, (int, float)):
+        return NUMBER
+    return "numeric text" if _DECIMAL.fullmatch(str(value).strip()) else TEXT
+
+
+def batch_kinds(contexts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
+    """Kinds of properties a batch of user contexts (``(where, context)``) introduces.
+
+    A property whose values are all numbers, or text reading as numbers, is a number; one
+    whose values are all text is text (``"42"`` next to ``"m5.xlarge"`` stays text, as a CSV
+    reader keeps such a column). Numbers next to text that is no number: refused.
+    """
+    seen: dict[str, dict[str, tuple[str, Any]]] = {}
+    for where, context in contexts:
+        for key, value in context.items():
+            kind = _raw_kind(value)
+            if kind is not None:
+                seen.setdefault(key, {}).setdefault(kind, (where, value))
+    out: dict[str, str] = {}
+    for key, found in seen.items():
+        if TEXT in found and NUMBER in found:
+            where, value = found[TEXT]
+            raise InvalidInputError(
+                key,
+                value,
+                f"is text while other runs give numbers for it (e.g. {found[NUMBER][1]!r})",
+                where=where,
+            )
+        out[key] = TEXT if TEXT in found else NUMBER
+    return out
+
+
+def conform_property(
+    value: Any, kind: str | None, *, field: str, where: str | None = None
+) -> str | float | None:
+    """A property value given by a user (an API call, a file, a rendered template, ``--set``) as the
+    store and the model read it, converted to ``kind`` where that is unambiguous.
+
+    ``kind`` is what the job type's stored runs hold for the property (``None``: it has none yet).
+    Text reading as a decimal number becomes the number where the runs hold numbers, or hold
+    nothing yet (as Jinja renders ``8`` as ``"8"``); an integer becomes its text (``42`` → ``"42"``)
+    where the runs hold text. Everything else that does not fit is refused, so that a value never
+    silently changes the context's identity or the prediction. NaN and infinity are refused; None
+    means "not given".
+    """
+    if value is None:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bool)):
+        value = value.item()  # numpy scalar
+    if isinstance(value, bool):
+        text: str | None = str(value).lower()
+        number = None
+    elif isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise InvalidInputError(
+                field, value, "must be a finite number (NaN and infinity are not values)", where=where
+            )
+        text, number = None, float(value)
+    elif isinstance(value, str):
+        text, number = value.strip(), None
+        if not text:
+            if kind is None:
+                return None
+            raise InvalidInputError(
+                field, value, f"is empty; the job type's runs have {kind} values for it", where=where
+            )
+        if text.lower() in _NON_FINITE and kind != TEXT:
+            raise InvalidInputError(
+                field, value, "must be a finite number (NaN and infinity are not values)", where=where
+            )
+    else:
+        raise InvalidInputError(field, value, "must be a number or a string", where=where)
+    if kind == TEXT:
+        if text is not None:
+            return text
+        assert number is not None
+        if number.is_integer() and abs(number) < 2**53:
+            return str(int(number))
+        raise InvalidInputError(
+            field,
+            value,
+            "the job type's runs have text for this property, not numbers; give it as text",
+            where=where,
+        )
+    if number is not None:
+        return number
+    assert text is not None
+    if kind == MIXED or not _DECIMAL.fullmatch(text):
+        if kind == NUMBER:
+            raise InvalidInputError(
+                field,
+                value,
+                "must be a number (the job type's runs have numbers for this property)",
+                where=where,
+            )
+        return text
+    number = float(text)
+    if not math.isfinite(number):
+        raise InvalidInputError(field, value, "must be a finite number", where=where)
+    return number
+
+
+def conform_context(
+    context: Any,
+    kinds: Mapping[str, str] | None = None,
+    *,
+    where: str | None = None,
+    prefix: str = "context.",
+) -> dict[str, str | float]:
+    """A context given by a user, checked and converted property by property (see
+    :func:`conform_property`); the one place user input becomes a context."""
+    if not isinstance(context, Mapping):
+        raise InvalidInputError(
+            "context", context, "must be a mapping of property name to value", where=where
+        )
+    kinds = kinds or {}
+    skip = set(REQUIRED_COLUMNS) | set(PROVENANCE_COLUMNS)
+    out: dict[str, str | float] = {}
+    for key, value in context.items():
+        if not isinstance(key, str) or not key.strip():
+            raise InvalidInputError(
+                "context key", key, "property names must be non-empty strings", where=where
+            )
+        if key in skip:
+            continue
+        norm = conform_property(value, kinds.get(key), field=f"{prefix}{key}", where=where)
+        if norm is not None:
+            out[key] = norm
+    return out
+
+
 def context_fingerprint(job_type: str, context: Mapping[str, Any]) -> str:
     """A stable identifier of (job type, context): equal contexts give equal fingerprints."""
     import hashlib
@@ -165,12 +333,25 @@ def context_fingerprint(job_type: str, context: Mapping[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def validate_runs(frame: pd.DataFrame, *, where: str = "runs", line_offset: int = 0) -> pd.DataFrame:
+def validate_runs(
+    frame: pd.DataFrame,
+    *,
+    where: str = "runs",
+    line_offset: int = 0,
+    lines: Sequence[int] | None = None,
+) -> pd.DataFrame:
     """Check a frame of runs row by row and return a normalised copy.
 
     ``line_offset`` turns a row position into a file line number in messages
-    (2 for a file with one header line). Raises on the first bad value.
+    (2 for a file with one header line); ``lines`` gives each row's line where
+    they are not consecutive. Raises on the first bad value.
     """
+
+    def location(pos: int) -> str:
+        if lines is not None:
+            return f"{where} line {lines[pos]}"
+        return f"{where} line {pos + line_offset}" if line_offset else f"{where} row {pos}"
+
     import pandas as pd
 
     if not isinstance(frame, pd.DataFrame):
@@ -189,7 +370,7 @@ def validate_runs(frame: pd.DataFrame, *, where: str = "runs", line_offset: int 
     scale_outs: list[int] = []
     runtimes: list[float] = []
     for pos, rec in enumerate(out[list(REQUIRED_COLUMNS)].to_dict(orient="records")):
-        loc = f"{where} line {pos + line_offset}" if line_offset else f"{where} row {pos}"
+        loc = location(pos)
         validate_label(rec.get("job_type"), "job_type", where=loc)
         validate_label(rec.get("framework"), "framework", where=loc)
         scale_outs.append(validate_scale_out(rec.get("scale_out"), where=loc))
@@ -203,6 +384,36 @@ def validate_runs(frame: pd.DataFrame, *, where: str = "runs", line_offset: int 
             try:
                 normalize_property(value)
             except InvalidInputError as exc:
-                loc = f"{where} line {pos + line_offset}" if line_offset else f"{where} row {pos}"
-                raise InvalidInputError(col, value, exc.problem, where=loc) from None
+                raise InvalidInputError(col, value, exc.problem, where=location(pos)) from None
     return out
+
+
+def check_complete_properties(
+    frame: pd.DataFrame, *, where: str = "runs", lines: Sequence[int] | None = None
+) -> None:
+    """Refuse a frame of new runs where a property is empty (NaN) in some runs of a job type and
+    given in others: dropping it would silently file those runs under another context.
+
+    Runs of one job type from different data sets (the ``dataset`` column) may have different
+    property sets. ``lines`` maps row positions to file lines for the messages.
+    """
+    if "job_type" not in frame.columns:
+        return
+    groups = frame["job_type"].astype(str).str.strip()
+    if "dataset" in frame.columns:
+        groups = groups + "\x1f" + frame["dataset"].astype(str)
+    group_list = groups.tolist()
+    for col in context_columns(frame.columns):
+        missing = frame[col].isna().tolist()
+        given = {g for g, m in zip(group_list, missing, strict=True) if not m}
+        for pos, (group, is_missing) in enumerate(zip(group_list, missing, strict=True)):
+            if is_missing and group in given:
+                loc = f"{where} line {lines[pos]}" if lines is not None else f"{where} row {pos}"
+                job = group.split("\x1f")[0]
+                raise InvalidInputError(
+                    col,
+                    "<empty>",
+                    f"has no value while other runs of job type {job!r} have one; give it (an empty "
+                    "property would file this run under another context), or leave the column out",
+                    where=loc,
+                )

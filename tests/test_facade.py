@@ -8,11 +8,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -234,6 +232,39 @@ def test_unreadable_active_model_falls_back_and_says_why(
     assert decision.model_version is None and decision.decision_id is not None
 
 
+def test_a_model_predicting_nan_falls_back_and_says_why(
+    trained: Bellamy, contexts: list[pd.DataFrame]
+) -> None:
+    """Weights gone NaN with a valid checksum: the band would size nothing (issue 18, D5)."""
+    import numpy as np
+
+    from airflow_provider_bellamy.store import ModelRepository
+
+    model = trained.load_model(job_type="sort")
+    for value in model.params.values():
+        value[...] = np.nan
+    weights = model.to_bytes()
+    trained.store.write(
+        lambda s: ModelRepository(s).add(job_type="sort", scope="general", weights=weights, status="active")
+    )
+    facade.clear_model_cache()
+    ctx = _context_of(contexts[0])
+    decision = trained.size("sort", ctx, [2, 4, 8, 12], 300.0)
+    assert (
+        "sort/v2" in decision.fallback_reason and "predicted non-finite runtimes" in decision.fallback_reason
+    )
+    assert "Ernest" in decision.fallback_reason  # the context has runs at 6 scale-outs
+    assert all(np.isfinite([c.upper_s for c in decision.candidates]))
+    prediction = trained.predict("sort", ctx, [2, 4])
+    assert prediction.method == "ernest" and "non-finite" in prediction.fallback_reason
+    # a context without runs has no fallback model: the default scale-out, and the reason
+    unseen = {**ctx, "data_size_mb": 123456.0}
+    default = trained.size("sort", unseen, [2, 4, 8], 300.0)
+    assert default.chosen_scale_out == 8 and "non-finite" in default.fallback_reason
+    with pytest.raises(InvalidInputError, match=r"cannot predict: .*non-finite"):
+        trained.predict("sort", unseen, [2, 4])
+
+
 # ---------------------------------------------------------------------------------------- bad input
 
 BAD_SIZE_INPUTS = [
@@ -391,32 +422,14 @@ def test_size_without_any_model_uses_the_default_scale_out(tmp_path: Path) -> No
     assert b.list_decisions()[0]["fallback_reason"] == chosen.fallback_reason
 
 
-def test_sizing_latency_with_a_cached_model(trained: Bellamy, contexts: list[pd.DataFrame]) -> None:
-    ctx = _context_of(contexts[4])
-    trained.size("sort", ctx, [2, 4, 6, 8, 10, 12], 300.0)  # fine-tunes and caches
-    times = []
-    for _ in range(40):
-        t0 = time.perf_counter()
-        trained.size("sort", ctx, [2, 4, 6, 8, 10, 12], 300.0)
-        times.append(time.perf_counter() - t0)
-    median_ms = statistics.median(times) * 1000
-    print(f"\nsize() with a cached model: median {median_ms:.1f} ms, max {max(times) * 1000:.1f} ms")
-    assert median_ms <= 20 * 2  # target 20 ms; slack for a loaded 2-core CI machine
-
-
+# Its latency is `bellamy benchmark speed`'s ("first size in a fresh process"): no timing here.
 _FRESH_PROCESS = """
-import json, sys, time
-t0 = time.perf_counter()
+import json, sys
 from airflow_provider_bellamy.facade import Bellamy
 b = Bellamy(sys.argv[1])
-t1 = time.perf_counter()
 heavy = sorted(m for m in ("torch", "pandas") if m in sys.modules)
 d = b.size("sort", json.loads(sys.argv[2]), [2, 4, 6, 8, 10, 12], 300.0)
-t2 = time.perf_counter()
-b.size("sort", json.loads(sys.argv[2]), [2, 4, 6, 8, 10, 12], 300.0)
-t3 = time.perf_counter()
-timing = {"import_s": t1 - t0, "first_size_s": t2 - t1, "second_size_s": t3 - t2}
-print(json.dumps({**timing, "chosen": d.chosen_scale_out, "heavy_after_import": heavy}))
+print(json.dumps({"chosen": d.chosen_scale_out, "model": d.model_version, "heavy_after_import": heavy}))
 """
 
 
@@ -439,15 +452,11 @@ def test_first_size_in_a_fresh_process(
         check=True,
         env=env,
     )
-    timing = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"\nfresh process: {timing}")
-    assert timing["heavy_after_import"] == []  # importing the façade loads neither torch nor pandas
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["heavy_after_import"] == []  # importing the façade loads neither torch nor pandas
     # The fresh process loaded the stored copies: it neither fine-tuned nor trained anything.
     assert len(trained.list_models(scope=None)) == versions
-    assert timing["second_size_s"] < 0.1
-    # Target 1.5 s; most of it is importing torch, pandas and scipy (see the report), and on
-    # a loaded 2-core CI machine imports alone can take several seconds.
-    assert timing["first_size_s"] < 30
+    assert result["model"].endswith("(from sort/v1)")
 
 
 @pytest.mark.postgres

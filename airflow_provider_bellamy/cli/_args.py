@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.records import MAX_CANDIDATES
 
 
 def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +61,13 @@ def scale_outs_from(text: str) -> list[int]:
         if "-" in text and "," not in text:
             span, _, step = text.partition(":")
             lo, _, hi = span.partition("-")
-            return list(range(int(lo), int(hi) + 1, int(step or 1)))
-        return [int(v) for v in text.split(",") if v.strip()]
+            candidates: range | list[int] = range(int(lo), int(hi) + 1, int(step or 1))
+        else:
+            candidates = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise InvalidInputError("--scale-outs", text, "expected 2,4,8 or 2-12 or 2-12:2") from None
+    if len(candidates) > MAX_CANDIDATES:
+        raise InvalidInputError(
+            "--scale-outs", text, f"gives {len(candidates):,} candidates, more than {MAX_CANDIDATES:,}"
+        )
+    return list(candidates)

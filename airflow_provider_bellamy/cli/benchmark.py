@@ -41,9 +41,11 @@ def register(subparsers: Any) -> None:
     spd.add_argument("--json", dest="json_path", default=None)
     spd.set_defaults(func=_speed)
 
+    from airflow_provider_bellamy.benchmarks.import_cost import add_parser as add_imports
     from airflow_provider_bellamy.benchmarks.overhead import add_parser as add_overhead
 
     add_overhead(sub)
+    add_imports(sub)
 
 
 def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import validate_runs
+from airflow_provider_bellamy.records import check_complete_properties, validate_runs
 
 # Job-specific columns of each C3O algorithm (data characteristics and job parameters).
 C3O_JOB_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -130,8 +131,36 @@ def load_runs_file(path: str | Path) -> pd.DataFrame:
         raise InvalidInputError(
             "path", str(p), f"cannot be parsed as {'TSV' if sep == chr(9) else 'CSV'}: {exc}"
         ) from None
-    # header is line 1, the first data row line 2
-    return validate_runs(raw, where=str(p), line_offset=2)
+    lines = _data_lines(p, sep)
+    if len(lines) != len(raw):  # a layout the check below cannot follow: count rows from line 2
+        lines = [pos + 2 for pos in range(len(raw))]
+    frame = validate_runs(raw, where=str(p), lines=lines)
+    check_complete_properties(frame, where=str(p), lines=lines)
+    return frame
+
+
+def _data_lines(path: Path, sep: str) -> list[int]:
+    """The file line of each data row; a row with fewer fields than the header is refused (a CSV
+    reader would fill the missing fields with nothing and the run would be stored without them)."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle, delimiter=sep, skipinitialspace=True)
+        header = next(reader, None) or []
+        lines: list[int] = []
+        start = reader.line_num + 1
+        for record in reader:
+            if len(record) > 1 or (record and record[0].strip()):  # blank lines are skipped
+                if len(record) < len(header):
+                    missing = [h.strip() for h in header[len(record) :]]
+                    raise InvalidInputError(
+                        missing[0],
+                        "<missing>",
+                        f"the row has {len(record)} fields, the header {len(header)}: no "
+                        f"{', '.join(missing)}",
+                        where=f"{path} line {start}",
+                    )
+                lines.append(start)
+            start = reader.line_num + 1
+    return lines
 
 
 def _separator(path: Path) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,7 +60,13 @@ def parse_url(url: str | URL | None) -> URL:
         try:
             parsed = make_url(url.strip())
         except ArgumentError as exc:
-            raise InvalidInputError("store_url", url, f"not a SQLAlchemy URL ({exc})") from None
+            raise InvalidInputError("store_url", _mask(url), f"not a SQLAlchemy URL ({exc})") from None
+        except ValueError:  # SQLAlchemy's int() of the port
+            raise InvalidInputError(
+                "store_url",
+                _mask(url),
+                "the port is not a number (scheme://user:password@host:PORT/database)",
+            ) from None
     backend = parsed.get_backend_name()
     if backend == "sqlite":
         if not parsed.database or parsed.database == ":memory:":
@@ -82,9 +89,14 @@ def safe_url(url: URL | str) -> str:
     if isinstance(url, str):
         try:
             url = make_url(url)
-        except ArgumentError:
+        except (ArgumentError, ValueError):
             return "<unparsable url>"
     return url.render_as_string(hide_password=True)
+
+
+def _mask(url: str) -> str:
+    """A URL SQLAlchemy cannot parse, for a message: the password (user:PASSWORD@) hidden."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url.strip())
 
 
 def sqlite_path(url: URL) -> Path | None:

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.records import property_kinds
 from airflow_provider_bellamy.store.schema import Decision, ModelVersion, Run, utcnow
 
 TRY_KEY: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
@@ -182,6 +183,18 @@ class RunRepository:
             stmt = stmt.where(Run.context_fingerprint == fingerprint)
         count, newest = self.session.execute(stmt).one()
         return int(count), (int(newest) if newest is not None else None)
+
+    def newest_id(self, job_type: str) -> int | None:
+        """The newest run row of a job type (any status)."""
+        return self.session.execute(sa.select(sa.func.max(Run.id)).where(Run.job_type == job_type)).scalar()
+
+    def property_kinds(self, job_type: str) -> dict[str, str]:
+        """What a job type's stored runs hold for each property: number, text or mixed (one
+        context row each: every run of a context has the same properties)."""
+        first = (
+            sa.select(sa.func.min(Run.id)).where(Run.job_type == job_type).group_by(Run.context_fingerprint)
+        )
+        return property_kinds(self.session.scalars(sa.select(Run.context).where(Run.id.in_(first))))
 
     def job_types(self, *, successful_only: bool = False) -> list[str]:
         stmt = sa.select(Run.job_type).distinct()

@@ -151,10 +151,21 @@ class Store:
 
     def upgrade(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Create or migrate the schema; returns (revision before, revision after)."""
-        if self.sqlite_file is not None:
-            self.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+        self._make_folder()
         with self._migration_lock():
             return self._upgrade_locked(revision)
+
+    def _make_folder(self) -> None:
+        """The embedded store's folder, or a StoreError naming the path (no permission, a file there)."""
+        if self.sqlite_file is None:
+            return
+        try:
+            self.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder of the model store {self.sqlite_file}: {exc.strerror or exc} "
+                f"({exc.filename or self.sqlite_file.parent}); give a store URL in a folder this user can write"
+            ) from exc
 
     def _upgrade_locked(self, revision: str) -> tuple[str | None, str | None]:
         from alembic import command
@@ -194,7 +205,14 @@ class Store:
             yield
             return
         lock_path = self.sqlite_file.with_name(self.sqlite_file.name + ".migrate-lock")
-        with open(lock_path, "a+b") as handle:
+        try:
+            handle = open(lock_path, "a+b")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the model store {self.sqlite_file}: {exc.strerror or exc} writing "
+                f"{lock_path}; give a store URL in a folder this user can write"
+            ) from exc
+        with handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield
@@ -209,7 +227,7 @@ class Store:
         if status.state in ("missing", "empty") and self.sqlite_file is not None:
             if not write:
                 return False
-            self.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+            self._make_folder()
             with self._migration_lock():
                 # Another process may have created it while this one waited for the lock.
                 if self.schema_status().state in ("missing", "empty"):

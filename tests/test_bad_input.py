@@ -1,0 +1,314 @@
+"""Bad input and store faults a new user meets (issue 18, item 6): each is refused with a clear
+error naming the field and the value, and loses nothing already stored."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_bellamy.cli import main
+from airflow_provider_bellamy.exceptions import InvalidInputError, StoreError
+from airflow_provider_bellamy.facade import Bellamy
+from airflow_provider_bellamy.records import conform_context, conform_property
+from airflow_provider_bellamy.store.engine import parse_url
+
+HEADER = "job_type,framework,scale_out,runtime_s,machine_type,cores,data_size_mb\n"
+CONTEXT = {"machine_type": "m5.xlarge", "cores": 8, "data_size_mb": 2048}
+
+
+def _store(tmp_path: Path) -> Bellamy:
+    return Bellamy(f"sqlite:///{tmp_path / 'b.db'}")
+
+
+def _history(b: Bellamy, context: dict[str, Any] | None = None) -> None:
+    """Runs of one context at three scale-outs: enough for the Ernest fallback to predict."""
+    for n, runtime in ((2, 400.0), (4, 220.0), (8, 130.0)):
+        b.record_run(
+            job_type="grep", framework="spark", scale_out=n, runtime_s=runtime, context=context or CONTEXT
+        )
+
+
+# ------------------------------------------------------------------------------------ D1: files
+
+
+def test_a_csv_row_with_too_few_fields_is_refused_naming_file_line_and_field(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.csv"
+    runs.write_text(
+        HEADER
+        + "grep,spark,2,400,m5.xlarge,8,2048\n\ngrep,spark,4,220,m5.xlarge\ngrep,spark,8,130,m5.xlarge,8,2048\n"
+    )
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    assert main(["--store-url", url, "history", "import", str(runs)]) == 2
+    with pytest.raises(InvalidInputError) as err:
+        from airflow_provider_bellamy.datasets import load_runs_file
+
+        load_runs_file(runs)
+    # the blank line 3 counts: the short row is line 4 of the file
+    assert err.value.field == "cores" and err.value.where == f"{runs} line 4"
+    assert "2048" not in str(err.value) and "no cores, data_size_mb" in str(err.value)
+    assert Bellamy(url).count_runs() == 0
+
+
+def test_an_empty_property_in_some_runs_of_a_job_type_is_refused(tmp_path: Path) -> None:
+    runs = tmp_path / "runs.tsv"
+    runs.write_text(
+        HEADER.replace(",", "\t")
+        + "grep\tspark\t2\t400\tm5.xlarge\t8\t2048\n"
+        + "grep\tspark\t4\t220\tm5.xlarge\t\t2048\n"
+    )
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    b = Bellamy(url)
+    _history(b)
+    assert main(["--store-url", url, "history", "import", str(runs)]) == 2
+    with pytest.raises(InvalidInputError, match=rf"{runs} line 3: cores=") as err:
+        from airflow_provider_bellamy.datasets import load_runs_file
+
+        load_runs_file(runs)
+    assert err.value.field == "cores"
+    assert b.count_runs() == 3  # nothing lost, nothing added
+
+
+def test_a_frame_with_nan_in_some_runs_of_a_job_type_is_refused(tmp_path: Path) -> None:
+    import pandas as pd
+
+    b = _store(tmp_path)
+    frame = pd.DataFrame(
+        {
+            "job_type": ["grep", "grep"],
+            "framework": ["spark", "spark"],
+            "scale_out": [2, 4],
+            "runtime_s": [400.0, 220.0],
+            "cores": [8.0, math.nan],
+        }
+    )
+    with pytest.raises(InvalidInputError, match="runs row 1: cores="):
+        b.record_runs(frame)
+    assert b.count_runs() == 0
+    # different job types (or data sets) may have different properties
+    frame["job_type"] = ["grep", "sort"]
+    assert len(b.record_runs(frame)) == 2
+    assert "cores" not in b.list_runs("sort")[0]["context"]
+
+
+# ------------------------------------------------------------------------- D1: NaN and infinity
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "nan", "inf", "-Infinity", "1e999"])
+def test_nan_and_infinity_are_refused_everywhere_naming_the_field(tmp_path: Path, bad: Any) -> None:
+    b = _store(tmp_path)
+    _history(b)
+    context = {**CONTEXT, "cores": bad}
+    with pytest.raises(InvalidInputError) as err:
+        b.record_run(job_type="grep", framework="spark", scale_out=2, runtime_s=1.0, context=context)
+    assert err.value.field == "context.cores"
+    with pytest.raises(InvalidInputError) as err:
+        b.record_runs(
+            [{"job_type": "grep", "framework": "spark", "scale_out": 2, "runtime_s": 1.0, **context}]
+        )
+    assert err.value.field == "context.cores"
+    for call in (b.predict, lambda *a: b.size(*a, 300.0)):
+        with pytest.raises(InvalidInputError) as err:
+            call("grep", context, [2, 4])
+        assert err.value.field == "context.cores"
+    assert b.count_runs() == 3 and b.list_decisions() == []
+
+
+def test_cli_set_nan_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    _history(Bellamy(url))
+    args = ["--store-url", url, "size", "grep", "--scale-outs", "2,4,8", "--target", "300"]
+    assert (
+        main([*args, "--set", "machine_type=m5.xlarge", "--set", "cores=nan", "--set", "data_size_mb=2048"])
+        == 2
+    )
+    assert "context.cores='nan': must be a finite number" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- D2: wrong types
+
+
+def test_a_number_given_as_text_is_the_number_for_a_numeric_property(tmp_path: Path) -> None:
+    """As Jinja renders it: "8" for cores; same context, same prediction as 8."""
+    b = _store(tmp_path)
+    _history(b)
+    native = b.size("grep", CONTEXT, [2, 4, 8], 300.0)
+    rendered = b.size("grep", {k: str(v) for k, v in CONTEXT.items()}, [2, 4, 8], 300.0)
+    assert native.fallback_reason is not None and "Ernest" in native.fallback_reason
+    stored = {d["id"]: d for d in b.list_decisions()}
+    assert (
+        stored[rendered.decision_id]["context_fingerprint"]
+        == stored[native.decision_id]["context_fingerprint"]
+    )
+    assert stored[rendered.decision_id]["context"] == {
+        "machine_type": "m5.xlarge",
+        "cores": 8.0,
+        "data_size_mb": 2048.0,
+    }
+    assert [c.predicted_s for c in rendered.candidates] == [c.predicted_s for c in native.candidates]
+    assert (
+        b.predict("grep", {**CONTEXT, "cores": " 8.0 "}, [4]).mean_s == b.predict("grep", CONTEXT, [4]).mean_s
+    )
+    # a run recorded with rendered values joins the context's history
+    b.record_run(
+        job_type="grep", framework="spark", scale_out=4, runtime_s=230.0, context={**CONTEXT, "cores": "8"}
+    )
+    assert len(b.runs_frame("grep", context=CONTEXT)) == 4
+
+
+def test_text_that_is_no_number_for_a_numeric_property_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = _store(tmp_path)
+    _history(b)
+    with pytest.raises(InvalidInputError, match=r"context\.cores='abc': must be a number") as err:
+        b.size("grep", {**CONTEXT, "cores": "abc"}, [2, 4, 8], 300.0)
+    assert err.value.field == "context.cores" and err.value.value == "abc"
+    with pytest.raises(InvalidInputError, match=r"context\.cores"):
+        b.record_run(
+            job_type="grep", framework="spark", scale_out=2, runtime_s=1.0, context={**CONTEXT, "cores": True}
+        )
+    url = str(b.store.url)
+    args = ["--store-url", url, "predict", "grep", "--scale-outs", "2,4", "--set", "machine_type=m5.xlarge"]
+    assert main([*args, "--set", "cores=abc", "--set", "data_size_mb=2048"]) == 2
+    assert "context.cores='abc'" in capsys.readouterr().err
+    assert b.count_runs() == 3 and b.list_decisions() == []
+
+
+def test_a_number_for_a_text_property_is_its_text_when_it_is_an_integer(tmp_path: Path) -> None:
+    b = _store(tmp_path)
+    _history(b)  # machine_type holds text: "m5.xlarge"
+    _history(b, {**CONTEXT, "machine_type": "42"})
+    assert {r["context"]["machine_type"] for r in b.list_runs()} == {"m5.xlarge", "42"}
+    as_number = b.size("grep", {**CONTEXT, "machine_type": 42}, [2, 4, 8], 300.0)
+    assert "Ernest" in (as_number.fallback_reason or "")  # found the context's runs
+    assert b.list_decisions()[0]["context"]["machine_type"] == "42"
+    with pytest.raises(InvalidInputError, match=r"context\.machine_type=4\.5: .*give it as text"):
+        b.size("grep", {**CONTEXT, "machine_type": 4.5}, [2, 4, 8], 300.0)
+
+
+def test_new_properties_take_their_kind_from_the_batch(tmp_path: Path) -> None:
+    b = _store(tmp_path)
+    base = {"job_type": "sort", "framework": "spark", "scale_out": 2, "runtime_s": 9.0}
+    # all text: a label column, "42" stays text (as a CSV reader keeps it)
+    b.record_runs([{**base, "machine_type": "42"}, {**base, "machine_type": "m5"}])
+    assert {r["context"]["machine_type"] for r in b.list_runs("sort")} == {"42", "m5"}
+    # numbers next to text that is no number: refused, naming the text
+    with pytest.raises(InvalidInputError, match=r"runs row 1: iterations='ten': is text while other runs"):
+        b.record_runs(
+            [{**base, "job_type": "pr", "iterations": 10}, {**base, "job_type": "pr", "iterations": "ten"}]
+        )
+    assert b.count_runs() == 2
+
+
+def test_conform_is_the_one_place_values_are_converted() -> None:
+    assert conform_property("8", None, field="cores") == 8.0
+    assert conform_property("8", "text", field="cores") == "8"
+    assert conform_property("08", "mixed", field="cores") == "08"
+    assert conform_property(8, "mixed", field="cores") == 8.0
+    assert conform_property(None, "number", field="cores") is None
+    with pytest.raises(InvalidInputError, match="is empty"):
+        conform_property(" ", "number", field="cores")
+    assert conform_context({"cores": "1e3", "name": "a"}, {"name": "text"}) == {"cores": 1000.0, "name": "a"}
+
+
+def test_yaml_config_properties_reach_sizing_converted(tmp_path: Path) -> None:
+    from airflow_provider_bellamy.config import load_pipeline_config
+
+    b = _store(tmp_path)
+    _history(b)
+    path = tmp_path / "jobs.yaml"
+    path.write_text(
+        "jobs:\n  grep:\n    framework: spark\n    scale_out: [2, 4, 8]\n    target: 300\n"
+        "    properties: {machine_type: m5.xlarge, cores: '8', data_size_mb: '2048'}\n"
+    )
+    job = load_pipeline_config(path).jobs["grep"]
+    decision = b.size(job.job_type, job.properties, job.scale_outs, job.target_s)
+    assert "Ernest" in (decision.fallback_reason or "")
+
+
+# --------------------------------------------------------------------- D3: store folder rights
+
+
+def test_a_store_under_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    b = Bellamy(f"sqlite:///{tmp_path / 'afile' / 'new.db'}")
+    with pytest.raises(StoreError, match=r"cannot create the folder of the model store .*afile/new\.db"):
+        b.record_run(job_type="grep", framework="spark", scale_out=2, runtime_s=1.0)
+    with pytest.raises(StoreError, match="afile"):
+        b.upgrade()
+
+
+_AS_OTHER_USER = """
+import sys
+from airflow_provider_bellamy.cli import main
+sys.exit(main(["--store-url", "sqlite:///" + sys.argv[1], "db", "upgrade"]))
+"""
+
+
+def test_a_store_in_a_folder_without_write_permission_is_a_clear_error(tmp_path: Path) -> None:
+    """Root ignores permissions: as root the command runs without CAP_DAC_OVERRIDE (setpriv)."""
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    command = [sys.executable, "-c", _AS_OTHER_USER]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: permissions cannot be tested")
+        drop = "-dac_override,-dac_read_search"
+        command = [setpriv, f"--inh-caps={drop}", f"--bounding-set={drop}", "--", *command]
+    for store in (readonly / "new.db", readonly / "sub" / "new.db"):
+        proc = subprocess.run(
+            [*command, str(store)], capture_output=True, text=True, timeout=300, env={**os.environ}
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert str(store) in proc.stderr and "Permission denied" in proc.stderr
+    assert list(readonly.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- D8: store URLs
+
+
+def test_a_non_numeric_port_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(InvalidInputError, match="port is not a number") as err:
+        parse_url("postgresql+psycopg://bellamy:s3cret@db.example:54x2/bellamy")
+    assert err.value.field == "store_url" and "s3cret" not in str(err.value)
+    url = "postgresql://bellamy:s3cret@db.example:port/bellamy"
+    assert main(["--store-url", url, "db", "current"]) == 2
+    err_text = capsys.readouterr().err
+    assert (
+        "store_url='postgresql://bellamy:***@db.example:port/bellamy'" in err_text
+        and "s3cret" not in err_text
+    )
+
+
+# ------------------------------------------------------------------------------------- limits
+
+
+def test_candidate_lists_are_limited_in_one_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_provider_bellamy.config import load_pipeline_config
+    from airflow_provider_bellamy.records import MAX_CANDIDATES
+
+    b = _store(tmp_path)
+    _history(b)
+    with pytest.raises(InvalidInputError, match=f"more than {MAX_CANDIDATES:,} candidates") as err:
+        b.size("grep", CONTEXT, range(1, 100_001), 300.0)
+    assert err.value.field == "scale_outs"
+    assert b.list_decisions() == []
+    assert len(b.size("grep", CONTEXT, range(1, MAX_CANDIDATES + 1), 300.0).candidates) == MAX_CANDIDATES
+    path = tmp_path / "jobs.yaml"
+    path.write_text("jobs:\n  grep:\n    framework: spark\n    scale_out: {min: 1, max: 10000000}\n")
+    with pytest.raises(InvalidInputError, match="10,000,000 candidate scale-outs") as err:
+        load_pipeline_config(path)
+    assert err.value.field == "jobs.grep.scale_out.max" and err.value.value == 10_000_000
+    url = str(b.store.url)
+    assert main(["--store-url", url, "predict", "grep", "--scale-outs", "1-10000000"]) == 2
+    assert "--scale-outs='1-10000000': gives 10,000,000 candidates" in capsys.readouterr().err
