@@ -23,8 +23,13 @@ def _store(args: argparse.Namespace) -> Any:
 
 def _upgrade(args: argparse.Namespace) -> int:
     store = _store(args)
+    status = store.schema_status()
     before, after = store.upgrade()
-    if before == after:
+    if status.state == "drifted":
+        print(f"store {store.display_url}: re-created what it lacked: {'; '.join(status.differences)}")
+    elif status.state == "unversioned":
+        print(f"store {store.display_url}: recorded schema revision {after} (its tables were already at it)")
+    elif before == after:
         print(f"store {store.display_url}: already at schema revision {after}")
     else:
         print(f"store {store.display_url}: schema revision {before or '<none>'} -> {after}")
@@ -34,15 +39,17 @@ def _upgrade(args: argparse.Namespace) -> int:
 def _current(args: argparse.Namespace) -> int:
     store = _store(args)
     status = store.schema_status()
-    notes = {
-        "current": "up to date",
-        "missing": "no store yet (created on first write, or by `bellamy db upgrade`)",
-        "empty": "no schema yet: run `bellamy db upgrade`",
-        "outdated": "older than this code: run `bellamy db upgrade`",
-        "ahead": "newer than this code: upgrade airflow-provider-bellamy",
-        "foreign": "not a Bellamy store",
-    }
     print(f"store:    {store.display_url}")
     print(f"revision: {status.revision or '<none>'} (code head {status.head})")
-    print(f"state:    {status.state}: {notes[status.state]}")
+    if status.state == "current":
+        note = "up to date"
+    elif status.state == "missing":
+        note = "no store yet (created on first write, or by `bellamy db upgrade`)"
+    else:
+        note = store.problem(status)
+    print(f"state:    {status.state}: {note}")
+    for line in status.differences[6:]:
+        print(f"differs:  {line}")
+    for line in status.extra:
+        print(f"note:     {line} (kept; harmless to this code)")
     return 0 if status.state == "current" else 1

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
@@ -54,11 +54,21 @@ _VERIFIED_LOCK = threading.Lock()
 
 @dataclass(frozen=True)
 class SchemaStatus:
-    """Where a store's schema stands relative to the code."""
+    """Where a store's schema stands relative to the code.
 
-    state: str  # "missing" | "empty" | "current" | "outdated" | "ahead" | "foreign"
+    ``state``: "missing" (no file yet) | "empty" (no Bellamy tables) | "current" | "outdated"
+    (an older known revision) | "unknown" (a revision this code does not know) | "drifted"
+    (the code's revision, but tables, columns or indexes differ from the code's models) |
+    "unversioned" (the code's tables, but no revision recorded) | "foreign" (tables named like
+    ours that are not the code's, and no revision). ``differences``: what differs, in words;
+    ``extra``: what the store has beyond the models (reported, harmless).
+    """
+
+    state: str
     revision: str | None
     head: str = HEAD_REVISION
+    differences: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
 
     @property
     def usable(self) -> bool:
@@ -135,16 +145,24 @@ class Store:
             return SchemaStatus("missing", None)
         with translate_errors(self.url, "reading the schema version"), self.engine.connect() as conn:
             tables = set(sa.inspect(conn).get_table_names())
-            if VERSION_TABLE not in tables:
-                return SchemaStatus("foreign" if tables & BELLAMY_TABLES else "empty", None)
-            revision = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
-        if revision is None:
-            return SchemaStatus("empty", None)
-        if revision == HEAD_REVISION:
-            return SchemaStatus("current", revision)
+            revision = None
+            if VERSION_TABLE in tables:
+                revision = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+            if revision is None:
+                if not tables & BELLAMY_TABLES:
+                    return SchemaStatus("empty", None)
+                missing, extra = schema_differences(conn)
+                return SchemaStatus(
+                    "foreign" if missing else "unversioned", None, differences=missing, extra=extra
+                )
+            if revision == HEAD_REVISION:
+                missing, extra = schema_differences(conn)
+                return SchemaStatus(
+                    "drifted" if missing else "current", revision, differences=missing, extra=extra
+                )
         if revision in _known_revisions():
             return SchemaStatus("outdated", revision)
-        return SchemaStatus("ahead", revision)
+        return SchemaStatus("unknown", revision)
 
     def current_revision(self) -> str | None:
         return self.schema_status().revision
@@ -172,23 +190,23 @@ class Store:
 
         with translate_errors(self.url, "migrating the schema"):
             before = self.schema_status()
-            if before.state == "foreign":
-                raise StoreError(
-                    f"the database at {self.display_url} has Bellamy tables but no schema version; "
-                    "give an empty database or the URL of a Bellamy store"
-                )
-            if before.state == "ahead":
-                raise StoreError(
-                    f"the store at {self.display_url} is at schema revision {before.revision}, newer than "
-                    f"this version of airflow-provider-bellamy (head {HEAD_REVISION}); upgrade the package"
-                )
+            if before.state in ("foreign", "unknown"):
+                raise StoreError(self.problem(before))
+            if before.state == "drifted":
+                self._repair(before)
+                return before.revision, self.schema_status().revision
             with self.engine.connect() as conn:
                 conn.execution_options(bellamy_write=True)
                 with conn.begin():
                     if self.dialect == "postgresql":
                         # Two upgrades at once would both try to create the tables.
                         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("migrate")})
-                    command.upgrade(alembic_config(conn), revision)  # type: ignore[arg-type]
+                    if before.state == "unversioned":
+                        # the code's tables without their revision row (a lost or emptied version
+                        # table): record the revision the tables are at; creating them would fail
+                        command.stamp(alembic_config(conn), HEAD_REVISION)  # type: ignore[arg-type]
+                    else:
+                        command.upgrade(alembic_config(conn), revision)  # type: ignore[arg-type]
             after = self.schema_status()
         with _VERIFIED_LOCK:
             _VERIFIED.discard(self._key)
@@ -237,22 +255,75 @@ class Store:
             with _VERIFIED_LOCK:
                 _VERIFIED.add(self._key)
             return True
+        if status.state in ("empty", "outdated", "unversioned", "drifted"):
+            raise SchemaOutdatedError(self.problem(status))
+        raise StoreError(self.problem(status))
+
+    def problem(self, status: SchemaStatus) -> str:
+        """What is wrong with a store that cannot be used, and the command that fixes it."""
+        where = f"the store at {self.display_url}"
+        upgrade = f"`bellamy --store-url '{self.display_url}' db upgrade`"
+        shown = status.differences[:6]
+        more = len(status.differences) - len(shown)
+        found = "; ".join(shown) + (f"; and {more} more (`bellamy db current` lists them)" if more else "")
         if status.state == "empty":
-            raise SchemaOutdatedError(
-                f"the store at {self.display_url} has no Bellamy schema yet; run "
-                f"`bellamy --store-url '{self.display_url}' db upgrade` once"
-            )
+            return f"{where} has no Bellamy schema yet; run {upgrade} once"
         if status.state == "outdated":
-            raise SchemaOutdatedError(
-                f"the store at {self.display_url} is at schema revision {status.revision}, older than this "
-                f"code's {HEAD_REVISION}; run `bellamy --store-url '{self.display_url}' db upgrade`"
+            return (
+                f"{where} is at schema revision {status.revision}, older than this code's {HEAD_REVISION}; "
+                f"run {upgrade}"
             )
-        if status.state == "ahead":
-            raise StoreError(
-                f"the store at {self.display_url} is at schema revision {status.revision}, newer than this "
-                f"version of airflow-provider-bellamy (head {HEAD_REVISION}); upgrade the package"
+        if status.state == "unknown":
+            return (
+                f"{where} is at schema revision {status.revision}, which this version of "
+                f"airflow-provider-bellamy does not know (its head is {HEAD_REVISION}): written by a newer "
+                "version of the package (upgrade it) or by another tool (give another store URL)"
             )
-        raise StoreError(f"the database at {self.display_url} has tables but is not a Bellamy store")
+        if status.state == "unversioned":
+            return (
+                f"{where} has the tables of schema revision {HEAD_REVISION} but no revision recorded (its "
+                f"{VERSION_TABLE} table is empty or gone); run {upgrade} to record it"
+            )
+        if status.state == "drifted":
+            fix = (
+                f"run {upgrade} to re-create them"
+                if _repairable(status.differences)
+                else "restore it from a backup; these cannot be re-created without losing data"
+            )
+            return (
+                f"{where} is at schema revision {status.revision} but differs from this code's schema "
+                f"(changed outside its migrations): {found}; {fix}"
+            )
+        return (
+            f"the database at {self.display_url} has tables named like a Bellamy store's but no schema "
+            f"version, and is not a Bellamy store ({found}); give an empty database or the URL of a "
+            "Bellamy store"
+        )
+
+    def _repair(self, status: SchemaStatus) -> None:
+        """Re-create what a drifted store lacks (tables, nullable columns, indexes); nothing is dropped."""
+        if not _repairable(status.differences):
+            raise StoreError(self.problem(status))
+        from alembic.migration import MigrationContext
+        from alembic.operations import Operations
+
+        from airflow_provider_bellamy.store.schema import Base
+
+        with self.engine.connect() as conn:
+            conn.execution_options(bellamy_write=True)
+            with conn.begin():
+                ops = Operations(MigrationContext.configure(conn))
+                for diff in _compare(conn):
+                    kind = diff[0] if isinstance(diff, tuple) else None
+                    if kind == "add_table":
+                        diff[1].create(conn)
+                    elif kind == "add_column":
+                        column = Base.metadata.tables[diff[2]].c[diff[3].name]
+                        ops.add_column(diff[2], sa.Column(column.name, column.type, nullable=True))
+                    elif kind == "add_index":
+                        diff[1].create(conn)  # the code's Index, partial WHERE and all
+        with _VERIFIED_LOCK:
+            _VERIFIED.discard(self._key)
 
     # -------------------------------------------------------------- sessions
 
@@ -305,6 +376,71 @@ class Store:
                 f"model weights file {path} does not match its checksum (corrupt or replaced)"
             )
         return data
+
+
+def _compare(conn: sa.Connection) -> list[Any]:
+    """Alembic's comparison of the live schema with the code's models, for Bellamy's tables only
+    (the store may share a database with Airflow's)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from airflow_provider_bellamy.store.schema import Base
+
+    def ours(name: str | None, type_: str, parent_names: Any) -> bool:
+        return type_ != "table" or name in BELLAMY_TABLES
+
+    context = MigrationContext.configure(
+        conn, opts={"version_table": VERSION_TABLE, "include_name": ours, "compare_type": False}
+    )
+    return list(compare_metadata(context, Base.metadata))
+
+
+def schema_differences(conn: sa.Connection) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(what the store lacks or has otherwise, what it has beyond the models) in words."""
+    missing: list[str] = []
+    extra: list[str] = []
+    for diff in _compare(conn):
+        for item in diff if isinstance(diff, list) else [diff]:
+            kind = item[0]
+            if kind == "add_table":
+                missing.append(f"table {item[1].name} is missing")
+            elif kind == "add_column":
+                missing.append(f"column {item[2]}.{item[3].name} is missing")
+            elif kind == "add_index":
+                missing.append(f"index {item[1].name} on {item[1].table.name} is missing")
+            elif kind in ("add_constraint", "add_fk"):
+                missing.append(f"constraint {getattr(item[1], 'name', None) or item[1]} is missing")
+            elif kind == "remove_column":
+                extra.append(f"column {item[2]}.{item[3].name} is not the code's")
+            elif kind == "remove_index":
+                extra.append(f"index {item[1].name} is not the code's")
+            elif kind == "remove_table":
+                extra.append(f"table {item[1].name} is not the code's")
+            elif kind == "modify_nullable":
+                # item: (kind, schema, table, column, existing, live nullable, code's nullable)
+                if item[5] and not item[6]:
+                    extra.append(f"column {item[2]}.{item[3]} accepts NULL")
+                else:
+                    missing.append(f"column {item[2]}.{item[3]} refuses NULL, the code's does not")
+            else:
+                missing.append(f"{kind.replace('_', ' ')}: {item[1:]}")
+    return tuple(missing), tuple(extra)
+
+
+def _repairable(differences: tuple[str, ...]) -> bool:
+    """Missing tables, indexes and nullable columns can be re-created; anything else cannot."""
+    from airflow_provider_bellamy.store.schema import Base
+
+    for text in differences:
+        words = text.split()
+        if text.startswith(("table ", "index ")) and text.endswith(" is missing"):
+            continue
+        if text.startswith("column ") and text.endswith(" is missing"):
+            table, _, column = words[1].partition(".")
+            if Base.metadata.tables[table].c[column].nullable:
+                continue
+        return False
+    return True
 
 
 def lock_key(*parts: object) -> int:

@@ -1,0 +1,102 @@
+"""A store whose schema was changed outside its migrations (issue 18, D4): named, not misreported.
+
+Alembic's comparison of the live schema with the code's models finds what differs; the store
+refuses to be used with what it lacks, says what differs, and `bellamy db upgrade` re-creates
+what can be re-created (or records a lost revision) without losing a run.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_provider_bellamy.cli import main
+from airflow_provider_bellamy.exceptions import SchemaOutdatedError, StoreError
+from airflow_provider_bellamy.facade import Bellamy
+from airflow_provider_bellamy.store import Store
+from airflow_provider_bellamy.store.store import HEAD_REVISION, VERSION_TABLE, forget_verified
+from tests.store.conftest import observed_run
+
+
+def _with_runs(store_url: str) -> Bellamy:
+    b = Bellamy(store_url)
+    b.upgrade()
+    b.record_runs([observed_run(try_number=i, runtime_s=100.0 + i) for i in range(1, 4)])
+    return b
+
+
+def test_a_fresh_store_matches_the_models(store: Store) -> None:
+    status = store.schema_status()
+    assert status.state == "current" and status.differences == () and status.extra == ()
+
+
+def test_a_dropped_column_is_named_and_re_created(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    b = _with_runs(store_url)
+    with b.store.engine.begin() as conn:
+        conn.execute(sa.text("DROP INDEX ix_runs_external"))
+        conn.execute(sa.text("ALTER TABLE runs DROP COLUMN external_id"))
+    forget_verified()
+    assert main(["--store-url", store_url, "db", "current"]) == 1
+    out = capsys.readouterr().out
+    assert "state:    drifted" in out and "up to date" not in out
+    assert "column runs.external_id is missing" in out and "index ix_runs_external on runs is missing" in out
+    assert "db upgrade` to re-create them" in out
+    with pytest.raises(SchemaOutdatedError, match=r"column runs\.external_id is missing"):
+        Bellamy(store_url).size("grep", {"machine_type": "m5.xlarge"}, [2, 4], 300.0)
+    assert main(["--store-url", store_url, "db", "upgrade"]) == 0
+    assert "re-created what it lacked" in capsys.readouterr().out
+    assert Store(store_url).schema_status().state == "current"
+    assert Bellamy(store_url).count_runs() == 3  # nothing lost
+    assert Bellamy(store_url).size("grep", {"machine_type": "m5.xlarge"}, [2, 4], 300.0).decision_id
+
+
+def test_an_empty_version_table_is_named_and_recorded_again(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = _with_runs(store_url)
+    with b.store.engine.begin() as conn:
+        conn.execute(sa.text(f"DELETE FROM {VERSION_TABLE}"))
+    forget_verified()
+    assert Store(store_url).schema_status().state == "unversioned"
+    with pytest.raises(SchemaOutdatedError, match="no revision recorded"):
+        Bellamy(store_url).size("grep", {"machine_type": "m5.xlarge"}, [2, 4], 300.0)
+    assert main(["--store-url", store_url, "db", "current"]) == 1
+    assert "db upgrade` to record it" in capsys.readouterr().out
+    assert main(["--store-url", store_url, "db", "upgrade"]) == 0
+    assert f"recorded schema revision {HEAD_REVISION}" in capsys.readouterr().out
+    assert Bellamy(store_url).count_runs() == 3
+
+
+def test_a_dropped_required_column_cannot_be_re_created(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = _with_runs(store_url)
+    with b.store.engine.begin() as conn:
+        conn.execute(sa.text("DROP INDEX ix_decisions_job"))
+        conn.execute(sa.text("ALTER TABLE decisions DROP COLUMN job_type"))
+    forget_verified()
+    assert main(["--store-url", store_url, "db", "upgrade"]) == 2
+    err = capsys.readouterr().err
+    assert "column decisions.job_type is missing" in err and "restore it from a backup" in err
+
+
+def test_an_unknown_revision_is_not_called_newer(store_url: str) -> None:
+    s = Store(store_url)
+    s.upgrade()
+    with s.engine.begin() as conn:
+        conn.execute(sa.text(f"UPDATE {VERSION_TABLE} SET version_num = 'f00dcafe'"))
+    forget_verified()
+    assert s.schema_status().state == "unknown"
+    with pytest.raises(StoreError, match="does not know") as err:
+        Bellamy(store_url).list_runs()
+    assert "newer than" not in str(err.value)
+
+
+def test_an_extra_index_is_noted_not_refused(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    b = _with_runs(store_url)
+    with b.store.engine.begin() as conn:
+        conn.execute(sa.text("CREATE INDEX ix_dba_own ON runs (recorded_at)"))
+    forget_verified()
+    assert main(["--store-url", store_url, "db", "current"]) == 0
+    assert "note:     index ix_dba_own is not the code's" in capsys.readouterr().out
+    assert Bellamy(store_url).count_runs() == 3
