@@ -182,9 +182,43 @@ class Bellamy:
         transaction. Recording the same Airflow try (dag_id, task_id, run_id,
         map_index, try_number) again returns the stored row's id and adds nothing.
         """
-        rows = self._prepare_runs(runs)
+        return self._record(self._prepare_runs(runs))
 
+    def import_runs(
+        self,
+        runs: pd.DataFrame | Sequence[Mapping[str, Any]],
+        *,
+        append: bool = False,
+        skip_stored: bool = False,
+    ) -> list[int]:
+        """Record a data set of past runs (a file, a trace set) exactly once: where a ``dataset`` of
+        the runs already has stored runs, refuse (or, with ``skip_stored``, add nothing and return
+        []) unless ``append``. The check runs in the write transaction, so two imports of one file
+        at once store it once."""
+        rows = self._prepare_runs(runs)
+        datasets = sorted({r["dataset"] for r in rows if r.get("dataset") is not None})
+
+        def check(session: Session) -> bool:
+            repo = RunRepository(session)
+            repo.lock_datasets(datasets)
+            for name in datasets:
+                stored = repo.count(dataset=name)
+                if stored and not skip_stored:
+                    raise InvalidInputError(
+                        "dataset",
+                        name,
+                        f"already has {stored} stored runs; pass append=True (--append) to add again",
+                    )
+                if stored:
+                    return False
+            return True
+
+        return self._record(rows, before=None if append else check)
+
+    def _record(self, rows: list[dict[str, Any]], *, before: Any = None) -> list[int]:
         def work(session: Session) -> list[int]:
+            if before is not None and not before(session):
+                return []
             results = RunRepository(session).add_many(rows)
             decisions = DecisionRepository(session)
             for row, (row_id, created) in zip(rows, results, strict=True):
@@ -958,11 +992,7 @@ class Bellamy:
             raise InvalidInputError("traces", name, f"choose one of {[*sets, 'all']}")
         added: dict[str, int] = {}
         for set_name in sets if name == "all" else [name]:
-            if not append and self.count_runs(source="trace", dataset=set_name) > 0:
-                added[set_name] = 0
-                continue
-            frame = load_traces(set_name)
-            added[set_name] = len(self.record_runs(frame))
+            added[set_name] = len(self.import_runs(load_traces(set_name), append=append, skip_stored=True))
         return added
 
 

@@ -67,16 +67,12 @@ def _import(args: argparse.Namespace) -> int:
         # A name per file makes a second import of the same file detectable.
         frame["dataset"] = f"file:{Path(args.file).name}"
     datasets = sorted({str(v) for v in frame["dataset"].dropna()})
-    if not args.append:
-        for name in datasets:
-            stored = b.count_runs(dataset=name)
-            if stored:
-                raise InvalidInputError(
-                    "FILE",
-                    args.file,
-                    f"dataset {name!r} already has {stored} stored runs; pass --append to add again",
-                )
-    ids = b.record_runs(frame)
+    try:
+        ids = b.import_runs(frame, append=args.append)
+    except InvalidInputError as exc:
+        if exc.field != "dataset":
+            raise
+        raise InvalidInputError("FILE", args.file, f"dataset {exc.value!r} {exc.problem}") from None
     print(f"imported {len(ids)} runs from {args.file} (dataset {', '.join(datasets)})")
     print(f"store {b.store.display_url}: {b.count_runs()} runs")
     return 0

@@ -184,6 +184,16 @@ class RunRepository:
         count, newest = self.session.execute(stmt).one()
         return int(count), (int(newest) if newest is not None else None)
 
+    def lock_datasets(self, names: Sequence[str]) -> None:
+        """Serialise imports of the same data sets (PostgreSQL; SQLite writers are serial already)."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            from airflow_provider_bellamy.store.store import lock_key
+
+            for name in sorted(names):
+                self.session.execute(
+                    sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": lock_key("dataset", name)}
+                )
+
     def newest_id(self, job_type: str) -> int | None:
         """The newest run row of a job type (any status)."""
         return self.session.execute(sa.select(sa.func.max(Run.id)).where(Run.job_type == job_type)).scalar()
