@@ -16,7 +16,6 @@ import pytest
 from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.exceptions import InvalidInputError, StoreError
 from airflow_provider_bellamy.facade import Bellamy
-from airflow_provider_bellamy.records import conform_context, conform_property
 from airflow_provider_bellamy.store.engine import parse_url
 
 HEADER = "job_type,framework,scale_out,runtime_s,machine_type,cores,data_size_mb\n"
@@ -140,7 +139,7 @@ def test_a_number_given_as_text_is_the_number_for_a_numeric_property(tmp_path: P
     _history(b)
     native = b.size("grep", CONTEXT, [2, 4, 8], 300.0)
     rendered = b.size("grep", {k: str(v) for k, v in CONTEXT.items()}, [2, 4, 8], 300.0)
-    assert native.fallback_reason is not None and "Ernest" in native.fallback_reason
+    assert "Ernest fitted on this context's 3 runs" in (native.fallback_reason or "")
     stored = {d["id"]: d for d in b.list_decisions()}
     assert (
         stored[rendered.decision_id]["context_fingerprint"]
@@ -187,7 +186,9 @@ def test_a_number_for_a_text_property_is_its_text_when_it_is_an_integer(tmp_path
     _history(b, {**CONTEXT, "machine_type": "42"})
     assert {r["context"]["machine_type"] for r in b.list_runs()} == {"m5.xlarge", "42"}
     as_number = b.size("grep", {**CONTEXT, "machine_type": 42}, [2, 4, 8], 300.0)
-    assert "Ernest" in (as_number.fallback_reason or "")  # found the context's runs
+    assert "Ernest fitted on this context's 3 runs" in (
+        as_number.fallback_reason or ""
+    )  # found the context's runs
     assert b.list_decisions()[0]["context"]["machine_type"] == "42"
     with pytest.raises(InvalidInputError, match=r"context\.machine_type=4\.5: .*give it as text"):
         b.size("grep", {**CONTEXT, "machine_type": 4.5}, [2, 4, 8], 300.0)
@@ -208,6 +209,8 @@ def test_new_properties_take_their_kind_from_the_batch(tmp_path: Path) -> None:
 
 
 def test_conform_is_the_one_place_values_are_converted() -> None:
+    from airflow_provider_bellamy.records import conform_context, conform_property
+
     assert conform_property("8", None, field="cores") == 8.0
     assert conform_property("8", "text", field="cores") == "8"
     assert conform_property("08", "mixed", field="cores") == "08"
@@ -230,7 +233,7 @@ def test_yaml_config_properties_reach_sizing_converted(tmp_path: Path) -> None:
     )
     job = load_pipeline_config(path).jobs["grep"]
     decision = b.size(job.job_type, job.properties, job.scale_outs, job.target_s)
-    assert "Ernest" in (decision.fallback_reason or "")
+    assert "Ernest fitted on this context's 3 runs" in (decision.fallback_reason or "")
 
 
 # --------------------------------------------------------------------- D3: store folder rights
