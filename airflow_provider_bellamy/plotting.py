@@ -9,6 +9,20 @@ from pathlib import Path
 from typing import Any
 
 
+def require_matplotlib() -> Any:
+    """matplotlib, or an error naming the extra that brings it (a plain install has none)."""
+    try:
+        import matplotlib
+    except ImportError:
+        from airflow_provider_bellamy.exceptions import BellamyError
+
+        raise BellamyError(
+            "plotting needs matplotlib, which a plain install does not bring: "
+            "pip install 'airflow-provider-bellamy[plot]'"
+        ) from None
+    return matplotlib
+
+
 def plot_decisions(
     decisions: Sequence[Mapping[str, Any]],
     runs: Sequence[Mapping[str, Any]],
@@ -18,8 +32,7 @@ def plot_decisions(
 ) -> Path:
     """One panel per task (or job type); one curve per decision of it, oldest first, with the
     run each decision led to (matched by decision id) as a point of the same colour."""
-    import matplotlib
-
+    matplotlib = require_matplotlib()
     matplotlib.use("Agg")  # files only: no display on servers and CI
     import matplotlib.pyplot as plt
 

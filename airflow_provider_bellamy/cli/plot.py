@@ -22,8 +22,9 @@ def _plot(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from airflow_provider_bellamy.facade import Bellamy
-    from airflow_provider_bellamy.plotting import plot_decisions
+    from airflow_provider_bellamy.plotting import plot_decisions, require_matplotlib
 
+    require_matplotlib()  # before sizing: a missing extra must not leave a stored decision
     decision = Bellamy(args.store_url).size(
         args.job_type,
         context_from(args),
