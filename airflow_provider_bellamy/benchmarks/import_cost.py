@@ -39,6 +39,8 @@ FLINK = [
 ]
 # The trigger module is loaded by the triggerer (and by a task only when it defers).
 GROUPS: dict[str, tuple[str, list[str]]] = {
+    # the baseline, in the same run: what every DAG file pays before any of our modules
+    "baseline: airflow.sdk itself": ("", ["airflow.sdk"]),
     "operators, hooks, callbacks, config, plugins": (BASE, LIGHT),
     "Spark operator (over the Spark provider's)": (SPARK_BASE, ["airflow_provider_bellamy.operators.spark"]),
     "Flink hook and operator, job sensor": (BASE, FLINK),

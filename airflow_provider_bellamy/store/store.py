@@ -401,30 +401,27 @@ def schema_differences(conn: sa.Connection) -> tuple[tuple[str, ...], tuple[str,
     extra: list[str] = []
     for diff in _compare(conn):
         for item in diff if isinstance(diff, list) else [diff]:
-            kind = item[0]
-            if kind == "add_table":
-                missing.append(f"table {item[1].name} is missing")
-            elif kind == "add_column":
-                missing.append(f"column {item[2]}.{item[3].name} is missing")
-            elif kind == "add_index":
-                missing.append(f"index {item[1].name} on {item[1].table.name} is missing")
-            elif kind in ("add_constraint", "add_fk"):
-                missing.append(f"constraint {getattr(item[1], 'name', None) or item[1]} is missing")
-            elif kind == "remove_column":
-                extra.append(f"column {item[2]}.{item[3].name} is not the code's")
-            elif kind == "remove_index":
-                extra.append(f"index {item[1].name} is not the code's")
-            elif kind == "remove_table":
-                extra.append(f"table {item[1].name} is not the code's")
-            elif kind == "modify_nullable":
-                # item: (kind, schema, table, column, existing, live nullable, code's nullable)
-                if item[5] and not item[6]:
-                    extra.append(f"column {item[2]}.{item[3]} accepts NULL")
-                else:
-                    missing.append(f"column {item[2]}.{item[3]} refuses NULL, the code's does not")
-            else:
-                missing.append(f"{kind.replace('_', ' ')}: {item[1:]}")
+            lacking, text = _describe(item)
+            (missing if lacking else extra).append(text)
     return tuple(missing), tuple(extra)
+
+
+def _describe(item: tuple[Any, ...]) -> tuple[bool, str]:
+    """(whether the store lacks something the code needs, what) for one Alembic difference."""
+    kind = item[0]
+    if kind in ("add_table", "remove_table"):
+        what = f"table {item[1].name}"
+    elif kind in ("add_column", "remove_column"):
+        what = f"column {item[2]}.{item[3].name}"
+    elif kind in ("add_index", "remove_index"):
+        what = f"index {item[1].name} on {item[1].table.name}"
+    elif kind == "modify_nullable":  # (kind, schema, table, column, existing, live, code's)
+        if item[5] and not item[6]:
+            return False, f"column {item[2]}.{item[3]} accepts NULL"
+        return True, f"column {item[2]}.{item[3]} refuses NULL, the code's does not"
+    else:
+        return True, f"{kind.replace('_', ' ')}: {item[1:]}"
+    return (True, f"{what} is missing") if kind.startswith("add_") else (False, f"{what} is not the code's")
 
 
 def _repairable(differences: tuple[str, ...]) -> bool:

@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_bellamy.benchmarks.import_cost import GROUPS, added_imports, heavy_modules
 
 
-@pytest.mark.parametrize("group", list(GROUPS))
+@pytest.mark.parametrize("group", [g for g in GROUPS if not g.startswith("baseline")])
 def test_airflow_modules_import_neither_torch_nor_pandas(group: str) -> None:
     base, modules = GROUPS[group]
     cost_ms, new = added_imports(base, modules)
