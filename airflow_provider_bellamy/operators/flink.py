@@ -91,8 +91,12 @@ def record_job_run(
     properties: Mapping[str, Any],
     decision_id: int | None,
     source: str,
+    requested_scale_out: int | None = None,
 ) -> int | None:
-    """Write one finished cluster job back (once), shared by the operator and the sensor."""
+    """Write one finished cluster job back (once), shared by the operator and the sensor.
+
+    The runtime is the time the job ran (``status.runtime_s``), the wait before it ``queue_s``;
+    ``scale_out`` is what it ran at, ``requested_scale_out`` what sizing asked for."""
     from airflow_provider_bellamy.callbacks import write_back
 
     if status.runtime_s is None:
@@ -122,6 +126,8 @@ def record_job_run(
         external_id=status.job_id,
         decision_id=decision_id,
         source=source,
+        queue_s=status.queue_s,
+        requested_scale_out=requested_scale_out,
     )
 
 
@@ -449,6 +455,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     properties=_coerce_properties(self.properties),
                     decision_id=(decision or {}).get("decision_id"),
                     source="operator",
+                    requested_scale_out=parallelism,
                 )
             except Exception as exc:  # the job ran; a lost record must not make Airflow re-run it
                 self.log.warning(
@@ -461,6 +468,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             "parallelism": scale_out,
             "state": status.state,
             "runtime_s": status.runtime_s,
+            "queue_s": status.queue_s,
             "duration_ms": status.duration_ms,
             "run_row_id": row_id,
             "reattached": reattached,
