@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 # XCom key under which a Bellamy operator or callback notes the recorded run row.
 RECORDED_XCOM_KEY = "bellamy_recorded_run"
+# Task state store key (Airflow 3.3, kept across tries) of a submitted job: the decision that
+# sized it and its job id, so a retry that reattaches to the job records it with that decision.
+LAUNCH_STATE_KEY = "bellamy_launch"
 
 _lock = threading.Lock()
 _recorded: dict[tuple[str, str, str, int, int], int] = {}

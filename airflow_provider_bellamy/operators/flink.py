@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.hooks.flink import (
     FlinkHook,
@@ -282,7 +283,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                 previous.state,
             )
             self._job_id = previous.job_id
-            return self._wait(context, previous.job_id, previous.parallelism or 1, None, reattached=True)
+            decision = self._launch_decision(context, previous.job_id)
+            return self._wait(context, previous.job_id, previous.parallelism or 1, decision, reattached=True)
 
         if self.scale_outs in (None, "", []):
             if total < 1:
@@ -309,6 +311,10 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             timeout_s=self.submit_timeout_s,
         )
         self._job_id = submitted
+        store = context.get("task_state_store")
+        if store is not None:
+            # A retry that reattaches to this job records it with this decision (no new sizing).
+            store.set(LAUNCH_STATE_KEY, {"decision": decision_dict, "job_id": submitted})
         self.log.info(
             "Bellamy: submitted %s as Flink job %s with parallelism %s (free slots %s/%s) in %.1f s",
             self.job_type,
@@ -324,6 +330,15 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         if not self.wait_for_completion:
             return {"job_id": submitted, "parallelism": parallelism, "decision": decision_dict}
         return self._wait(context, submitted, parallelism, decision_dict, reattached=False)
+
+    def _launch_decision(self, context: Context, job_id: str) -> dict[str, Any] | None:
+        """The decision an earlier try sized ``job_id`` with (task state store), if it is known."""
+        store = context.get("task_state_store")
+        launch = store.get(LAUNCH_STATE_KEY) if store is not None else None
+        if not isinstance(launch, dict) or launch.get("job_id") != job_id:
+            return None
+        decision = launch.get("decision")
+        return dict(decision) if isinstance(decision, dict) else None
 
     def _wait(
         self,

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
@@ -51,8 +52,6 @@ _LOCAL_RE = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
 # A standalone cluster-mode driver ("driver-20240101000000-0000"), as spark-submit prints it.
 _DRIVER_ID_RE = re.compile(r"\b(driver-\d{14}-\d{4,})\b")
 _LOG_TAIL_LINES = 30
-# Task state store key of a durable launch: the decision, the try that made it and the driver id.
-LAUNCH_STATE_KEY = "bellamy_launch"
 
 
 class SparkDriverIdMissingError(BellamyError, RuntimeError):
