@@ -386,9 +386,19 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             if status.terminal:
                 break
             if deadline is not None and time.monotonic() > deadline:
+                self._leave_running_job_to_retry(context, job_id)
                 raise TimeoutError(f"Flink job {job_id} still {status.state} after {self.job_timeout_s} s")
             time.sleep(self.poll_interval_s)
         return self._finish(context, status, parallelism, decision, reattached=reattached)
+
+    def _leave_running_job_to_retry(self, context: Context, job_id: str) -> None:
+        """This try gives up on a job that runs on: a retry reattaches to it and records it, so
+        nothing (operator, callbacks, listener) records this try."""
+        if self.reattach:
+            from airflow_provider_bellamy.callbacks import leave_to_retry
+
+            leave_to_retry(context["ti"])
+            self.log.info("Bellamy: Flink job %s runs on; a retry reattaches to it and records it", job_id)
 
     def execute_complete(
         self,
@@ -418,6 +428,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             raise InvalidInputError("job_id", job_id, str(event.get("error")))
         if kind == "timeout":
             state = (event.get("job") or {}).get("state")
+            if job_id:
+                self._leave_running_job_to_retry(context, job_id)
             raise TimeoutError(f"Flink job {job_id} still {state} after job_timeout_s={self.job_timeout_s}")
         status = JobStatus.from_dict(event["job"])
         return self._finish(

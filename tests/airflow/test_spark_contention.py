@@ -52,15 +52,17 @@ def _seed(facade: Any) -> None:
     )
 
 
-def _wait_for(cluster: Any, ready: Any, what: str, timeout_s: float = 300.0) -> dict[str, Any]:
+def _wait_for(cluster: Any, ready: Any, what: str, timeout_s: float = 600.0) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        status = cluster.status()
-        found = ready(status)
+        try:
+            found = ready(cluster.status(timeout_s=30.0))
+        except (OSError, ValueError):  # a master slow to answer on a busy machine: ask again
+            found = None
         if found:
             return found
         time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}: {cluster.status()}")
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_runtime_excludes_the_wait_for_cores(
@@ -99,14 +101,18 @@ def test_runtime_excludes_the_wait_for_cores(
 
     def release_when_ours_waits() -> None:
         # Our application registered and got no core: keep it waiting, then free the cores.
-        _wait_for(
-            cluster,
-            lambda s: [a for a in s["activeapps"] if a["name"] == "bellamy-example-grep" and a["cores"] == 0],
-            "the sized application to wait for cores",
-        )
-        time.sleep(ENFORCED_WAIT_S)
-        release.write_text("go")
-        released["at"] = time.monotonic()
+        try:
+            _wait_for(
+                cluster,
+                lambda s: [
+                    a for a in s["activeapps"] if a["name"] == "bellamy-example-grep" and a["cores"] == 0
+                ],
+                "the sized application to wait for cores",
+            )
+            time.sleep(ENFORCED_WAIT_S)
+            released["at"] = time.monotonic()
+        finally:
+            release.write_text("go")  # never leave the cores held, whatever happened
 
     try:
         _wait_for(
