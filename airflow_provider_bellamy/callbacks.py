@@ -32,9 +32,15 @@ log = logging.getLogger(__name__)
 
 # XCom key under which a Bellamy operator or callback notes the recorded run row.
 RECORDED_XCOM_KEY = "bellamy_recorded_run"
+# Task state store key (Airflow 3.3, kept across tries) of a submitted job: the decision that
+# sized it and its job id, so a retry that reattaches to the job records it with that decision.
+LAUNCH_STATE_KEY = "bellamy_launch"
 
 _lock = threading.Lock()
 _recorded: dict[tuple[str, str, str, int, int], int] = {}
+# Tries whose job outlives them (a durable submission a retry reattaches to): recording them would
+# store the same job twice, so callbacks and the listener leave them to the try that sees it end.
+_left_to_retry: set[tuple[str, str, str, int, int]] = set()
 
 
 def try_key(ti: Any) -> tuple[str, str, str, int, int]:
@@ -60,13 +66,26 @@ def mark_recorded(ti: Any, row_id: int) -> None:
         _recorded[try_key(ti)] = row_id
 
 
+def leave_to_retry(ti: Any) -> None:
+    """Mark this try as not to be recorded: its job is still running for a retry to reattach to."""
+    with _lock:
+        _left_to_retry.add(try_key(ti))
+
+
+def left_to_retry(ti: Any) -> bool:
+    with _lock:
+        return try_key(ti) in _left_to_retry
+
+
 def forget_recorded(ti: Any | None = None) -> None:
     """Drop the process-local marker (tests use it to act as a second process)."""
     with _lock:
         if ti is None:
             _recorded.clear()
+            _left_to_retry.clear()
         else:
             _recorded.pop(try_key(ti), None)
+            _left_to_retry.discard(try_key(ti))
 
 
 def _as_utc(value: Any) -> dt.datetime | None:
@@ -92,8 +111,14 @@ def write_back(
     external_id: str | None = None,
     decision_id: int | None = None,
     source: str = "operator",
+    queue_s: float | None = None,
+    requested_scale_out: int | None = None,
+    excluded_reason: str | None = None,
 ) -> int:
-    """Record one try's run (once) and link it to its sizing decision; returns the run row id."""
+    """Record one try's run (once) and link it to its sizing decision; returns the run row id.
+
+    ``runtime_s`` is the time the job ran at ``scale_out`` (the size it was granted), ``queue_s``
+    the time it waited for that size before; see ``docs/airflow.md``."""
     existing = recorded_row(ti)
     if existing is not None:
         log.info("Bellamy: try %s already recorded as run %s; not recording again", try_key(ti), existing)
@@ -115,6 +140,9 @@ def write_back(
         ended_at=ended_at,
         external_id=external_id,
         decision_id=decision_id,
+        queue_s=queue_s,
+        requested_scale_out=requested_scale_out,
+        excluded_reason=excluded_reason,
     )
     if decision_id is not None:
         try:
@@ -204,6 +232,11 @@ def record_from_context(
         raise InvalidInputError("context", sorted(context), "is not a task context (no 'ti')")
     if recorded_row(ti) is not None:
         return recorded_row(ti)
+    if left_to_retry(ti):
+        log.info(
+            "Bellamy: not recording %s: its job runs on, for the retry that reattaches to it", try_key(ti)
+        )
+        return None
     task = context.get("task") or getattr(ti, "task", None)
     decision = None
     if scale_out is None or job_type is None:

@@ -249,8 +249,15 @@ class Bellamy:
         decision_id: int | None = None,
         source: str | None = None,
         dataset: str | None = None,
+        queue_s: float | None = None,
+        requested_scale_out: int | None = None,
+        excluded_reason: str | None = None,
     ) -> int:
-        """Store one run (see :meth:`record_runs`); returns its row id."""
+        """Store one run (see :meth:`record_runs`); returns its row id.
+
+        ``runtime_s`` is the time the job ran at ``scale_out`` (what the cluster granted);
+        ``queue_s`` the time it waited for that before; ``requested_scale_out`` what was asked
+        for; ``excluded_reason`` keeps the run out of training (it stays stored and exported)."""
         record: dict[str, Any] = {
             "context": context,
             "job_type": job_type,
@@ -269,6 +276,9 @@ class Bellamy:
             "decision_id": decision_id,
             "source": source,
             "dataset": dataset,
+            "queue_s": queue_s,
+            "requested_scale_out": requested_scale_out,
+            "excluded_reason": excluded_reason,
         }
         return self.record_runs([record])[0]
 
@@ -1032,6 +1042,21 @@ def _optional_text(value: Any, field: str, where: str) -> str | None:
     return validate_label(value, field, where=where)
 
 
+def _optional_seconds(value: Any, field: str, where: str) -> float | None:
+    """A finite number of seconds >= 0, or None when absent."""
+    if _missing(value):
+        return None
+    if isinstance(value, bool):
+        raise InvalidInputError(field, value, "must be a number of seconds >= 0", where=where)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(field, value, "must be a number of seconds >= 0", where=where) from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidInputError(field, value, "must be a finite number of seconds >= 0", where=where)
+    return seconds
+
+
 def _timestamp(value: Any, field: str, where: str) -> dt.datetime | None:
     if _missing(value):
         return None
@@ -1112,6 +1137,11 @@ def _prepare_run(
         "decision_id": None
         if _missing(record.get("decision_id"))
         else _positive_int(record.get("decision_id"), "decision_id"),
+        "queue_s": _optional_seconds(record.get("queue_s"), "queue_s", where),
+        "requested_scale_out": None
+        if _missing(record.get("requested_scale_out"))
+        else validate_scale_out(record.get("requested_scale_out"), field="requested_scale_out", where=where),
+        "excluded_reason": _optional_text(record.get("excluded_reason"), "excluded_reason", where),
     }
     if row["started_at"] and row["ended_at"] and row["ended_at"] < row["started_at"]:
         raise InvalidInputError("ended_at", record.get("ended_at"), "is before started_at", where=where)
@@ -1214,6 +1244,9 @@ def _runs_frame(rows: Sequence[Run], *, provenance: bool = False) -> pd.DataFram
                 ended_at=r.ended_at,
                 external_id=r.external_id,
                 decision_id=r.decision_id,
+                queue_s=r.queue_s,
+                requested_scale_out=r.requested_scale_out,
+                excluded_reason=r.excluded_reason,
             )
         records.append(rec)
     columns = ["id", *REQUIRED_COLUMNS]

@@ -35,6 +35,10 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "decision_id",
     "id",
     "recorded_at",
+    # Run timing (store revision 0002_run_timing): never context properties.
+    "queue_s",
+    "requested_scale_out",
+    "excluded_reason",
 )
 
 # Properties that would make a "context" depend on the scale-out: a cluster total.
@@ -55,11 +59,13 @@ def context_columns(columns: Iterable[str]) -> list[str]:
 
 
 def successful_runs(frame: pd.DataFrame) -> pd.DataFrame:
-    """The runs a model may learn from: failed runs are kept in the store but never trained on (a
-    missing status counts as a success)."""
-    if "status" not in frame.columns:
-        return frame
-    return frame[frame["status"].fillna("success") == "success"]
+    """The runs a model may learn from: failed runs and runs with an ``excluded_reason`` are kept
+    in the store but never trained on (a missing status counts as a success)."""
+    if "status" in frame.columns:
+        frame = frame[frame["status"].fillna("success") == "success"]
+    if "excluded_reason" in frame.columns:
+        frame = frame[frame["excluded_reason"].isna()]
+    return frame
 
 
 def validate_scale_out(value: Any, *, field: str = "scale_out", where: str | None = None) -> int:

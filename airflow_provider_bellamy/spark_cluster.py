@@ -70,6 +70,9 @@ class SparkStandaloneCluster:
     master_webui_port: int
     worker_webui_ports: list[int] = field(default_factory=list)
     ident: str = ""
+    # The master's REST submission server (0: off). The Spark provider asks it for a driver's
+    # state when it tracks a cluster-mode driver and when a retry reattaches to one.
+    rest_port: int = 0
     _started: list[tuple[str, int]] = field(default_factory=list)
     _owns_base_dir: bool = False
 
@@ -104,10 +107,13 @@ class SparkStandaloneCluster:
         )
         return env
 
-    def _daemon(self, action: str, cls: str, instance: int, *args: str) -> None:
+    def _daemon(
+        self, action: str, cls: str, instance: int, *args: str, extra_env: dict[str, str] | None = None
+    ) -> None:
         script = spark_home() / "sbin" / "spark-daemon.sh"
         cmd = ["bash", str(script), action, cls, str(instance), *args]
-        proc = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=120, check=False)
+        env = {**self.env(), **(extra_env or {})}
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
         if proc.returncode != 0:
             raise SparkClusterError(
                 f"spark-daemon.sh {action} {cls.rsplit('.', 1)[-1]} {instance} failed "
@@ -120,6 +126,11 @@ class SparkStandaloneCluster:
         return subprocess.Popen(
             cmd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
+
+    def _master_opts(self) -> str:
+        if not self.rest_port:
+            return "-Dspark.master.rest.enabled=false"
+        return f"-Dspark.master.rest.enabled=true -Dspark.master.rest.port={self.rest_port}"
 
     def _pid_file(self, cls: str, instance: int) -> Path:
         return self.base_dir / "pids" / f"spark-{self.ident}-{cls}-{instance}.pid"
@@ -150,6 +161,7 @@ class SparkStandaloneCluster:
                 str(self.master_port),
                 "--webui-port",
                 str(self.master_webui_port),
+                extra_env={"SPARK_MASTER_OPTS": self._master_opts()},
             )
             self._started.append((MASTER_CLASS, 1))
             self._wait(lambda s: True, timeout_s, "the master's web UI to answer")
@@ -255,8 +267,12 @@ def start_standalone_cluster(
     memory_per_worker: str = "1g",
     base_dir: str | Path | None = None,
     timeout_s: float = 90.0,
+    rest: bool = False,
 ) -> SparkStandaloneCluster:
-    """Start a master and ``workers`` workers on 127.0.0.1 and wait until all have registered."""
+    """Start a master and ``workers`` workers on 127.0.0.1 and wait until all have registered.
+
+    ``rest``: also the master's REST submission server (on a free port, ``rest_port``), which
+    the Spark provider needs to track cluster-mode drivers and to reattach a retry to one."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidInputError("workers", workers, "must be an integer >= 1")
     if isinstance(cores_per_worker, bool) or not isinstance(cores_per_worker, int) or cores_per_worker < 1:
@@ -276,6 +292,7 @@ def start_standalone_cluster(
         master_webui_port=free_port(),
         ident=f"bellamy{os.getpid()}x{base.name[-8:]}",
         _owns_base_dir=owns,
+        rest_port=free_port() if rest else 0,
     )
     return cluster.start(timeout_s=timeout_s)
 

@@ -101,6 +101,8 @@ class FlinkJob:
     duration_ms: int
     vertex_parallelism: dict[str, int] = field(default_factory=dict)
     job_type: str | None = None
+    # When the job switched to RUNNING (``timestamps.RUNNING``): before it, it was queued.
+    running_time_ms: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -117,9 +119,20 @@ class FlinkJob:
         return max(values) if values else None
 
     @property
+    def queue_ms(self) -> int | None:
+        """Milliseconds from the job's start (submission) until it was RUNNING."""
+        if self.running_time_ms is None or self.start_time_ms <= 0:
+            return None
+        return max(0, self.running_time_ms - self.start_time_ms)
+
+    @property
     def runtime_s(self) -> float:
-        """The job's own duration as Flink measured it, in seconds, to the millisecond."""
-        return self.duration_ms / 1000
+        """The time the job ran, in seconds to the millisecond: RUNNING → its end, as Flink
+        measured it (its whole duration when Flink reports no RUNNING time)."""
+        queue = self.queue_ms
+        if queue is None or not self.terminal:
+            return self.duration_ms / 1000
+        return max(0, self.duration_ms - queue) / 1000
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -148,6 +161,7 @@ def parse_flink_job(payload: Mapping[str, Any]) -> FlinkJob:
         duration_ms=int(payload.get("duration") or 0),
         vertex_parallelism=vertices,
         job_type=payload.get("job-type"),
+        running_time_ms=int((payload.get("timestamps") or {}).get("RUNNING") or 0) or None,
     )
 
 

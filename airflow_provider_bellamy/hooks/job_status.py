@@ -60,11 +60,28 @@ class JobStatus:
     parallelism: int | None = None
     name: str | None = None
     cause: str | None = None
+    # When the job had its resources and ran (Flink: RUNNING); None when the cluster does not say.
+    running_time_ms: int | None = None
+
+    @property
+    def queue_s(self) -> float | None:
+        """Seconds from the job's start until it ran (waiting for slots/executors), when known."""
+        if self.running_time_ms is None or self.start_time_ms is None:
+            return None
+        return max(0, self.running_time_ms - self.start_time_ms) / 1000
 
     @property
     def runtime_s(self) -> float | None:
-        """The cluster's own duration in seconds (to the millisecond), None when it gave none."""
-        return None if self.duration_ms is None else self.duration_ms / 1000
+        """The time the job ran, in seconds to the millisecond: the cluster's duration less the
+        queueing before it ran (``queue_s``); None when the cluster gave no duration."""
+        if self.duration_ms is None:
+            return None
+        queued_ms = (
+            0
+            if self.running_time_ms is None or self.start_time_ms is None
+            else (max(0, self.running_time_ms - self.start_time_ms))
+        )
+        return max(0, self.duration_ms - queued_ms) / 1000
 
     @property
     def started_at(self) -> dt.datetime | None:
@@ -134,6 +151,7 @@ def flink_status_steps(job_id: str, where: str) -> StatusSteps:
         parallelism=job.parallelism,
         name=job.name,
         cause=cause,
+        running_time_ms=job.running_time_ms if job.start_time_ms else None,
     )
 
 

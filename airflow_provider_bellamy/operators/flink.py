@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
+from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.hooks.flink import (
     FlinkHook,
@@ -91,8 +92,12 @@ def record_job_run(
     properties: Mapping[str, Any],
     decision_id: int | None,
     source: str,
+    requested_scale_out: int | None = None,
 ) -> int | None:
-    """Write one finished cluster job back (once), shared by the operator and the sensor."""
+    """Write one finished cluster job back (once), shared by the operator and the sensor.
+
+    The runtime is the time the job ran (``status.runtime_s``), the wait before it ``queue_s``;
+    ``scale_out`` is what it ran at, ``requested_scale_out`` what sizing asked for."""
     from airflow_provider_bellamy.callbacks import write_back
 
     if status.runtime_s is None:
@@ -122,6 +127,8 @@ def record_job_run(
         external_id=status.job_id,
         decision_id=decision_id,
         source=source,
+        queue_s=status.queue_s,
+        requested_scale_out=requested_scale_out,
     )
 
 
@@ -276,7 +283,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                 previous.state,
             )
             self._job_id = previous.job_id
-            return self._wait(context, previous.job_id, previous.parallelism or 1, None, reattached=True)
+            decision = self._launch_decision(context, previous.job_id)
+            return self._wait(context, previous.job_id, previous.parallelism or 1, decision, reattached=True)
 
         if self.scale_outs in (None, "", []):
             if total < 1:
@@ -303,6 +311,10 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             timeout_s=self.submit_timeout_s,
         )
         self._job_id = submitted
+        store = context.get("task_state_store")
+        if store is not None:
+            # A retry that reattaches to this job records it with this decision (no new sizing).
+            store.set(LAUNCH_STATE_KEY, {"decision": decision_dict, "job_id": submitted})
         self.log.info(
             "Bellamy: submitted %s as Flink job %s with parallelism %s (free slots %s/%s) in %.1f s",
             self.job_type,
@@ -318,6 +330,15 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         if not self.wait_for_completion:
             return {"job_id": submitted, "parallelism": parallelism, "decision": decision_dict}
         return self._wait(context, submitted, parallelism, decision_dict, reattached=False)
+
+    def _launch_decision(self, context: Context, job_id: str) -> dict[str, Any] | None:
+        """The decision an earlier try sized ``job_id`` with (task state store), if it is known."""
+        store = context.get("task_state_store")
+        launch = store.get(LAUNCH_STATE_KEY) if store is not None else None
+        if not isinstance(launch, dict) or launch.get("job_id") != job_id:
+            return None
+        decision = launch.get("decision")
+        return dict(decision) if isinstance(decision, dict) else None
 
     def _wait(
         self,
@@ -365,9 +386,19 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             if status.terminal:
                 break
             if deadline is not None and time.monotonic() > deadline:
+                self._leave_running_job_to_retry(context, job_id)
                 raise TimeoutError(f"Flink job {job_id} still {status.state} after {self.job_timeout_s} s")
             time.sleep(self.poll_interval_s)
         return self._finish(context, status, parallelism, decision, reattached=reattached)
+
+    def _leave_running_job_to_retry(self, context: Context, job_id: str) -> None:
+        """This try gives up on a job that runs on: a retry reattaches to it and records it, so
+        nothing (operator, callbacks, listener) records this try."""
+        if self.reattach:
+            from airflow_provider_bellamy.callbacks import leave_to_retry
+
+            leave_to_retry(context["ti"])
+            self.log.info("Bellamy: Flink job %s runs on; a retry reattaches to it and records it", job_id)
 
     def execute_complete(
         self,
@@ -397,6 +428,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             raise InvalidInputError("job_id", job_id, str(event.get("error")))
         if kind == "timeout":
             state = (event.get("job") or {}).get("state")
+            if job_id:
+                self._leave_running_job_to_retry(context, job_id)
             raise TimeoutError(f"Flink job {job_id} still {state} after job_timeout_s={self.job_timeout_s}")
         status = JobStatus.from_dict(event["job"])
         return self._finish(
@@ -449,6 +482,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     properties=_coerce_properties(self.properties),
                     decision_id=(decision or {}).get("decision_id"),
                     source="operator",
+                    requested_scale_out=parallelism,
                 )
             except Exception as exc:  # the job ran; a lost record must not make Airflow re-run it
                 self.log.warning(
@@ -461,6 +495,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             "parallelism": scale_out,
             "state": status.state,
             "runtime_s": status.runtime_s,
+            "queue_s": status.queue_s,
             "duration_ms": status.duration_ms,
             "run_row_id": row_id,
             "reattached": reattached,

@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
+from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
     DEFAULT_SIZING_TIMEOUT_S,
     SIZING_TEMPLATE_FIELDS,
@@ -311,22 +313,86 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
 
     def _prepare_and_publish(self, context: Context) -> tuple[Any, Any, dict[str, Any], list[str]]:
         """``prepare_launch``, then the XComs every launch pushes: the decision (with its target)
-        and the exact command. Returns (decision, façade or None, executor settings, command)."""
+        and the exact command. Returns (decision as a dict, façade or None, executor settings,
+        command)."""
         decision, target, facade, settings, command = self.prepare_launch(context)
         decision_dict = decision.to_dict()
         decision_dict["target"] = target.to_dict()
-        context["ti"].xcom_push(key="bellamy_decision", value=decision_dict)
+        self._publish(context, decision_dict, command)
+        return decision_dict, facade, settings, command
+
+    @staticmethod
+    def _publish(context: Context, decision: dict[str, Any], command: list[str]) -> None:
+        context["ti"].xcom_push(key="bellamy_decision", value=decision)
         context["ti"].xcom_push(key="spark_submit_command", value=command)
-        return decision, facade, settings, command
+
+    # -- durable submissions (Airflow 3.3 ResumableJobMixin) ----------------------------------------
+
+    def _durable_launch(self, context: Context) -> dict[str, Any] | None:
+        """The launch of an earlier try that the provider will reattach to, or None.
+
+        The provider persists the driver id (``spark_job_id``) in the task state store and, on a
+        retry, reconnects to that driver when it is still active or finished well. Such a retry
+        must keep the decision that sized the driver: sizing again would store a decision for a
+        launch that never happens and record the runtime against a scale-out it did not run at.
+        """
+        store = context.get("task_state_store")
+        if store is None or not getattr(self, "durable", False):
+            return None
+        launch = store.get(LAUNCH_STATE_KEY)
+        job_id = store.get(self.external_id_key)
+        if not isinstance(launch, dict) or not job_id or launch.get("job_id") != job_id:
+            return None
+        status = self.get_job_status(job_id, context)  # the provider asks the same before reattaching
+        if not (self.is_job_active(status) or self.is_job_succeeded(status)):
+            return None
+        return launch
+
+    def submit_job(self, context: Context) -> str | None:
+        """The provider's submission, then the decision persisted with the driver id it returned."""
+        external_id = super().submit_job(context)
+        store = context.get("task_state_store")
+        launch = getattr(self, "_bellamy_launch", None)
+        if store is not None and launch is not None and external_id:
+            store.set(LAUNCH_STATE_KEY, {**launch, "job_id": external_id})
+        return external_id
+
+    def _launch(self, context: Context) -> tuple[dict[str, Any], Any, dict[str, Any], bool]:
+        """(decision, façade or None, executor settings, reattached): a fresh sizing, or the
+        decision of the earlier try whose driver the provider is about to reattach to."""
+        ti = context["ti"]
+        earlier = self._durable_launch(context)
+        if earlier is not None:
+            decision = dict(earlier["decision"])
+            settings = self._apply_size(int(decision["chosen_scale_out"]))
+            hook = self._hook
+            assert hook is not None
+            command = hook._mask_cmd(hook._build_spark_submit_command(self.application)).split(" ")
+            decision["reused_from_try"] = earlier.get("try_number")
+            self._publish(context, decision, command)
+            self.log.info(
+                "Bellamy: try %s reattaches to driver %s of try %s: reusing decision %s (%s executor(s)), "
+                "no new sizing",
+                getattr(ti, "try_number", "?"),
+                earlier["job_id"],
+                earlier.get("try_number"),
+                decision.get("decision_id"),
+                decision["chosen_scale_out"],
+            )
+            return decision, None, settings, True
+        decision, facade, settings, _command = self._prepare_and_publish(context)
+        self._bellamy_launch = {"decision": decision, "try_number": getattr(ti, "try_number", None)}
+        return decision, facade, settings, False
 
     def execute(self, context: Context) -> dict[str, Any] | None:
         if not self.wait_for_completion:
             return self._submit_detached(context)
-        decision, facade, settings, _command = self._prepare_and_publish(context)
-        scale_out = int(decision.chosen_scale_out)
+        decision, facade, settings, reattached = self._launch(context)
+        scale_out = int(decision["chosen_scale_out"])
         hook = self._hook
         assert hook is not None
         ti = context["ti"]
+        durable = bool(hook._should_track_driver_status)
         self.log.info(
             "Bellamy: launching %s with %s executor(s) on %s (%s)",
             self.job_type,
@@ -338,35 +404,127 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         started_at = dt.datetime.now(dt.timezone.utc)
         t0 = time.monotonic()
         status, error = "success", None
+        sampler = None if durable else self._grant_sampler(settings, hook)
         try:
             super().execute(context)
         except BaseException as exc:
             status, error = "failed", exc
+        finally:
+            if sampler is not None:
+                sampler.stop()
         wall_s = time.monotonic() - t0
         ended_at = dt.datetime.now(dt.timezone.utc)
 
+        if durable:
+            return self._finish_durable(context, decision, settings, error, wall_s, reattached)
+
         app_id = getattr(hook, "bellamy_app_id", None)
-        runtime_s, runtime_source = wall_s, "wall time of spark-submit"
+        observed = ObservedRun(runtime_s=wall_s, source="wall time of spark-submit", scale_out=scale_out)
         if status == "success":
-            observed = self._application_duration(settings, app_id)
-            if observed is not None:
-                runtime_s, runtime_source = observed
-        self.log.info("Bellamy: %s %s after %.2f s (%s)", self.job_type, status, runtime_s, runtime_source)
+            observed = self._observe_application(settings, app_id, sampler, scale_out) or observed
+        self._log_observed(status, observed)
 
         result: dict[str, Any] | None = None
         if self.record:
-            result = self._record(
-                facade,
-                ti,
-                decision,
-                scale_out,
-                runtime_s,
-                status,
-                started_at,
-                ended_at,
-                app_id,
-                runtime_source,
+            result = self._record(facade, ti, decision, observed, status, started_at, ended_at, app_id)
+        if error is not None:
+            raise error
+        return result
+
+    def _log_observed(self, status: str, observed: ObservedRun) -> None:
+        self.log.info(
+            "Bellamy: %s %s after %.2f s at %s executor(s) (%s; waited %s s for executors)",
+            self.job_type,
+            status,
+            observed.runtime_s,
+            observed.scale_out,
+            observed.source,
+            "?" if observed.queue_s is None else f"{observed.queue_s:.2f}",
+        )
+        if observed.excluded_reason:
+            self.log.warning("Bellamy: run kept out of training: %s", observed.excluded_reason)
+
+    def _finish_durable(
+        self,
+        context: Context,
+        decision: dict[str, Any],
+        settings: Mapping[str, Any],
+        error: BaseException | None,
+        wall_s: float,
+        reattached: bool,
+    ) -> dict[str, Any] | None:
+        """Record a standalone cluster-mode driver once, whichever try sees it end.
+
+        A try that fails while the driver still runs records nothing (the retry reattaches and
+        records it); a driver recorded by an earlier try is not recorded again.
+        """
+        from airflow_provider_bellamy.callbacks import leave_to_retry
+        from airflow_provider_bellamy.hooks.job_status import JobStatus, fetch_status
+        from airflow_provider_bellamy.operators.flink import find_recorded_run
+
+        ti = context["ti"]
+        hook = self._hook
+        store = context.get("task_state_store")
+        driver_id = (store.get(self.external_id_key) if store is not None else None) or getattr(
+            hook, "_driver_id", None
+        )
+        if error is not None and driver_id:
+            try:
+                still = self.get_job_status(driver_id, context)
+            except Exception:
+                still = "UNKNOWN"
+            if self.is_job_active(still):
+                leave_to_retry(ti)
+                self.log.warning(
+                    "Bellamy: driver %s is still %s: not recorded now, a retry reattaches to it",
+                    driver_id,
+                    still,
+                )
+                raise error
+        web = self._standalone_webui(settings["master"])
+        status: JobStatus | None = None
+        if driver_id and web:
+            for _ in range(20):  # the master lists the driver's application a moment after it ends
+                try:
+                    status = fetch_status("spark-master", driver_id, web)
+                except Exception as exc:
+                    self.log.debug("master JSON not available: %s", exc)
+                if status is not None and status.terminal and status.runtime_s is not None:
+                    break
+                time.sleep(0.5)
+        scale_out = int(decision["chosen_scale_out"])
+        observed = ObservedRun(runtime_s=wall_s, source="wall time of the try", scale_out=scale_out)
+        if status is not None and status.runtime_s is not None:
+            observed = ObservedRun(
+                runtime_s=status.runtime_s,
+                source=f"standalone master (driver {driver_id})",
+                scale_out=int(status.parallelism or scale_out) // self.executor_cores_per_executor
+                or scale_out,
             )
+        run_status = "success" if error is None else "failed"
+        self._log_observed(run_status, observed)
+        result: dict[str, Any] | None = None
+        if self.record:
+            facade = None
+            existing = None
+            if driver_id:
+                try:
+                    facade = self._hook_bellamy_facade()
+                    existing = find_recorded_run(facade, "spark", driver_id)
+                except Exception as exc:
+                    self.log.warning("Bellamy: could not look the driver up in the store: %s", exc)
+            if existing is not None:
+                self.log.info("Bellamy: driver %s is already recorded as run %s", driver_id, existing)
+                result = {"run_row_id": existing, "app_id": driver_id, "reattached": reattached}
+            else:
+                started = status.started_at if status is not None else None
+                ended = status.ended_at if status is not None else None
+                now = dt.datetime.now(dt.timezone.utc)
+                result = self._record(
+                    facade, ti, decision, observed, run_status, started or now, ended or now, driver_id
+                )
+                if result is not None:
+                    result["reattached"] = reattached
         if error is not None:
             raise error
         return result
@@ -385,7 +543,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 f"{self._conn_id!r}); wait for completion on this master instead",
             )
         decision, _facade, settings, command = self._prepare_and_publish(context)
-        scale_out = int(decision.chosen_scale_out)
+        scale_out = int(decision["chosen_scale_out"])
         hook = self._hook
         assert isinstance(hook, BellamySparkSubmitHook)
         self.log.info(
@@ -409,7 +567,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             "job_type": self.job_type,
             "scale_out": scale_out,
             "properties": _coerce_properties(self.properties),
-            "decision_id": decision.decision_id,
+            "decision_id": decision["decision_id"],
             "started_at": started_at.isoformat(),
         }
 
@@ -425,17 +583,16 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         facade: Any,
         ti: Any,
         decision: Any,
-        scale_out: int,
-        runtime_s: float,
+        observed: ObservedRun,
         status: str,
         started_at: dt.datetime,
         ended_at: dt.datetime,
         app_id: str | None,
-        runtime_source: str,
     ) -> dict[str, Any] | None:
         from airflow_provider_bellamy.callbacks import write_back
         from airflow_provider_bellamy.operators.sizing import _coerce_properties
 
+        requested = int(decision["chosen_scale_out"])
         try:
             if facade is None:
                 facade = self._hook_bellamy_facade()
@@ -444,15 +601,18 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 ti,
                 job_type=self.job_type,
                 framework="spark",
-                scale_out=scale_out,
-                runtime_s=max(runtime_s, 1e-3),
+                scale_out=observed.scale_out,
+                runtime_s=max(observed.runtime_s, 1e-3),
                 status=status,
                 properties=_coerce_properties(self.properties),
                 started_at=started_at,
                 ended_at=ended_at,
                 external_id=app_id,
-                decision_id=decision.decision_id,
+                decision_id=decision.get("decision_id"),
                 source="operator",
+                queue_s=observed.queue_s,
+                requested_scale_out=requested,
+                excluded_reason=observed.excluded_reason,
             )
         except Exception as exc:  # the job ran; losing its record must not re-run it
             self.log.warning("Bellamy: could not record the run (%s): %s", type(exc).__name__, exc)
@@ -460,12 +620,15 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         return {
             "run_row_id": row_id,
             "job_type": self.job_type,
-            "scale_out": scale_out,
-            "runtime_s": runtime_s,
-            "runtime_source": runtime_source,
+            "scale_out": observed.scale_out,
+            "requested_scale_out": requested,
+            "runtime_s": observed.runtime_s,
+            "queue_s": observed.queue_s,
+            "runtime_source": observed.source,
+            "excluded_reason": observed.excluded_reason,
             "status": status,
             "app_id": app_id,
-            "decision_id": decision.decision_id,
+            "decision_id": decision.get("decision_id"),
         }
 
     def _hook_bellamy_facade(self) -> Any:
@@ -474,20 +637,45 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         hook = self._bellamy_store_hook()
         return _run_with_timeout(hook.get_facade, hook.connect_timeout_s + 5.0, "opening the Bellamy store")
 
-    def _application_duration(
-        self, settings: Mapping[str, Any], app_id: str | None
-    ) -> tuple[float, str] | None:
-        """The application's own duration in seconds, when Spark reports it."""
+    def _grant_sampler(self, settings: Mapping[str, Any], hook: Any) -> MasterGrantSampler | None:
+        """Samples the executors a standalone master grants this application while it runs
+        (client deploy mode: the application id is in spark-submit's own log)."""
+        from airflow_provider_bellamy.spark_cluster import fetch_json
+
+        if settings.get("kind") != "standalone" or hook._connection.get("deploy_mode") == "cluster":
+            return None
+        web = self._standalone_webui(settings["master"])
+        if not web:
+            return None
+        return MasterGrantSampler(
+            fetch=lambda: fetch_json(f"{web}/json/", timeout_s=5.0),
+            app_id=lambda: getattr(hook, "bellamy_app_id", None),
+            executor_cores=self.executor_cores_per_executor,
+        ).start()
+
+    def _observe_application(
+        self,
+        settings: Mapping[str, Any],
+        app_id: str | None,
+        sampler: MasterGrantSampler | None,
+        requested: int,
+    ) -> ObservedRun | None:
+        """The application's own timing when Spark reports it: a history server's attempt and
+        executor add times, else the standalone master's duration split by the sampled grants."""
+        from airflow_provider_bellamy.hooks.spark_timing import timing_from_history
         from airflow_provider_bellamy.spark_cluster import fetch_json
 
         if self.history_server_url and app_id:
-            url = f"{self.history_server_url.rstrip('/')}/api/v1/applications/{app_id}"
+            base = f"{self.history_server_url.rstrip('/')}/api/v1/applications/{app_id}"
             for _ in range(10):  # the history server picks the event log up on its next scan
                 try:
-                    attempts = fetch_json(url, timeout_s=5.0).get("attempts") or []
+                    attempts = fetch_json(base, timeout_s=5.0).get("attempts") or []
                     done = [a for a in attempts if a.get("completed") and a.get("duration")]
                     if done:
-                        return float(done[-1]["duration"]) / 1000.0, f"history server ({app_id})"
+                        duration_s = float(done[-1]["duration"]) / 1000.0
+                        executors = fetch_json(f"{base}/allexecutors", timeout_s=5.0)
+                        timing = timing_from_history(done[-1], executors, self.executor_cores_per_executor)
+                        return ObservedRun.of(duration_s, timing, f"history server ({app_id})", requested)
                 except Exception as exc:
                     self.log.debug("history server not ready: %s", exc)
                 time.sleep(1.0)
@@ -499,7 +687,14 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                         for app in fetch_json(f"{web}/json/", timeout_s=5.0).get("completedapps", []):
                             match = app.get("id") == app_id if app_id else app.get("name") == self.name
                             if match and app.get("duration"):
-                                return float(app["duration"]) / 1000.0, f"standalone master ({app.get('id')})"
+                                duration_s = float(app["duration"]) / 1000.0
+                                timing = sampler.timing(duration_s) if sampler is not None else None
+                                return ObservedRun.of(
+                                    duration_s,
+                                    timing,
+                                    f"standalone master ({app.get('id')})",
+                                    requested,
+                                )
                     except Exception as exc:
                         self.log.debug("master JSON not available: %s", exc)
                         break

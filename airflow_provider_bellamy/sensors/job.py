@@ -254,7 +254,13 @@ class BellamyJobSensor(BaseSensorOperator):
                 properties=properties,
                 decision_id=decision_id,
                 source="sensor",
+                requested_scale_out=submitted.get("scale_out") or decision.get("chosen_scale_out"),
             )
         if not status.succeeded and self.fail_on_job_failure:
             raise BellamyJobFailedError(status.job_id, status.state, status.cause or "no cause reported")
-        return {**status.to_dict(), "runtime_s": status.runtime_s, "run_row_id": row_id}
+        return {
+            **status.to_dict(),
+            "runtime_s": status.runtime_s,
+            "queue_s": status.queue_s,
+            "run_row_id": row_id,
+        }

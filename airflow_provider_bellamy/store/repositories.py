@@ -156,7 +156,7 @@ class RunRepository:
         up_to_id: int | None = None,
     ) -> list[Run]:
         """Successful runs (failed ones are kept in the store but never trained on), oldest first."""
-        stmt = sa.select(Run).where(Run.status == "success")
+        stmt = sa.select(Run).where(Run.status == "success", Run.excluded_reason.is_(None))
         if job_type is not None:
             stmt = stmt.where(Run.job_type == job_type)
         if fingerprint is not None:
@@ -177,7 +177,7 @@ class RunRepository:
     def training_summary(self, job_type: str, fingerprint: str | None = None) -> tuple[int, int | None]:
         """(number of successful runs, newest of their row ids) of a job type or one of its contexts."""
         stmt = sa.select(sa.func.count(Run.id), sa.func.max(Run.id)).where(
-            Run.job_type == job_type, Run.status == "success"
+            Run.job_type == job_type, Run.status == "success", Run.excluded_reason.is_(None)
         )
         if fingerprint is not None:
             stmt = stmt.where(Run.context_fingerprint == fingerprint)

@@ -75,12 +75,23 @@ class Run(Base):
     external_id: Mapped[str | None] = mapped_column(sa.String(250))
     decision_id: Mapped[int | None] = mapped_column(sa.Integer)
     recorded_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), nullable=False, default=utcnow)
+    # runtime_s is the time the job ran at scale_out (the executors/slots it was granted);
+    # queue_s is the time before, waiting for them, which the model must not learn as runtime.
+    queue_s: Mapped[float | None] = mapped_column(sa.Float)
+    # What sizing asked for, when the cluster granted something else (scale_out is what it got).
+    requested_scale_out: Mapped[int | None] = mapped_column(sa.Integer)
+    # Set: the run is kept (audit, export) but never trained on, for this reason.
+    excluded_reason: Mapped[str | None] = mapped_column(sa.Text)
 
     __table_args__ = (
         sa.CheckConstraint("scale_out >= 1", name="ck_runs_scale_out"),
         sa.CheckConstraint("runtime_s > 0", name="ck_runs_runtime"),
         sa.CheckConstraint("status IN ('success', 'failed')", name="ck_runs_status"),
         sa.CheckConstraint("source IN ('trace', 'observed')", name="ck_runs_source"),
+        sa.CheckConstraint("queue_s IS NULL OR queue_s >= 0", name="ck_runs_queue"),
+        sa.CheckConstraint(
+            "requested_scale_out IS NULL OR requested_scale_out >= 1", name="ck_runs_requested"
+        ),
         # Observed runs always carry their Airflow try; the partial index below relies on it.
         sa.CheckConstraint(
             "source <> 'observed' OR (dag_id IS NOT NULL AND task_id IS NOT NULL AND run_id IS NOT NULL"

@@ -86,4 +86,4 @@ def test_deferred_while_the_flink_job_runs_then_recorded(
 
     [run] = [r for r in facade.list_runs(limit=None) if r["framework"] == "flink"]
     assert run["external_id"] == job.job_id and run["scale_out"] == 2
-    assert run["runtime_s"] == job.duration_ms / 1000
+    assert run["runtime_s"] == job.runtime_s and run["queue_s"] == job.queue_ms / 1000

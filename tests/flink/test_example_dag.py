@@ -65,7 +65,7 @@ def test_flink_sla_example_dag(airflow_db, flink_cluster, bellamy_store, tmp_pat
     [run] = [r for r in bellamy_store.list_runs(limit=None) if r["task_id"] == "wordcount"]
     assert run["framework"] == "flink" and run["job_type"] == "flink_wordcount"
     assert run["scale_out"] == result["parallelism"]
-    assert run["runtime_s"] == job.duration_ms / 1000
+    assert run["runtime_s"] == job.runtime_s and run["queue_s"] == job.queue_ms / 1000
     assert run["context"]["lines"] == 50000
     assert run["decision_id"] == result["decision"]["decision_id"]
     decision = bellamy_store.get_decision(run["decision_id"])

@@ -64,9 +64,13 @@ def test_wordcount_at_two_parallelisms_records_the_rest_duration(
         # What Flink ran: every vertex at the parallelism the operator chose.
         assert job.state == "FINISHED"
         assert set(job.vertex_parallelism.values()) == {p}, job.vertex_parallelism
-        # What was recorded: that parallelism, and Flink's own duration to the millisecond.
-        assert run["scale_out"] == p
-        assert run["runtime_s"] == job.duration_ms / 1000
+        # What was recorded: that parallelism, and the time Flink ran it (RUNNING → FINISHED, to
+        # the millisecond); the time before RUNNING is the queue, and both add up to Flink's duration.
+        assert run["scale_out"] == p and run["requested_scale_out"] == p
+        assert job.running_time_ms is not None and job.start_time_ms <= job.running_time_ms
+        assert run["runtime_s"] == (job.end_time_ms - job.running_time_ms) / 1000
+        assert run["queue_s"] == (job.running_time_ms - job.start_time_ms) / 1000
+        assert run["runtime_s"] + run["queue_s"] == pytest.approx(job.duration_ms / 1000, abs=1e-6)
         assert run["status"] == "success" and run["job_type"] == "flink_wordcount"
         assert run["started_at"].startswith(
             dt.datetime.fromtimestamp(job.start_time_ms / 1000, dt.timezone.utc).isoformat()[:19]
@@ -134,7 +138,7 @@ def test_bad_inputs_fail_the_task_before_submission_and_a_failing_job_is_recorde
     [run] = _flink_runs(facade)
     assert run["task_id"] == "fails_in_flink" and run["status"] == "failed"
     assert run["external_id"] == new_jobs[0]["jid"]
-    assert run["runtime_s"] == hook.get_job(new_jobs[0]["jid"]).duration_ms / 1000
+    assert run["runtime_s"] == hook.get_job(new_jobs[0]["jid"]).runtime_s
 
     # Flink's failure cause is in the task log; each bad input is named with its value.
     assert "NumberFormatException" in logs and "not-a-number" in logs
@@ -178,7 +182,44 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     assert len(hook.list_jobs()) == jobs_before
     [run] = _flink_runs(facade)
     assert run["external_id"] == job_id and run["scale_out"] == 2
-    assert run["runtime_s"] == hook.get_job(job_id).duration_ms / 1000
+    assert run["runtime_s"] == hook.get_job(job_id).runtime_s
+
+
+def test_retry_reattaches_with_the_decision_of_the_try_that_submitted(
+    airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
+) -> None:
+    """Try 1 sizes and submits, then gives up waiting (its job runs on); try 2 reattaches to that
+    job with try 1's decision (task state store): no second decision, one run linked to it."""
+    from airflow.sdk import DAG
+
+    logical = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+    args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
+    hook = FlinkHook(flink_conn_id)
+    jobs_before = len(hook.list_jobs())
+    for job_timeout_s in (0.01, None):  # the same task instance: try 1 times out, try 2 waits
+        with DAG("flink_reattach_decision", schedule=None, start_date=START, catchup=False) as dag:
+            BellamyFlinkOperator(
+                task_id="wordcount",
+                application=WORDCOUNT,
+                application_args=args,
+                job_type="flink_wordcount",
+                properties={"lines": 30000},
+                scale_outs=[2],
+                default_scale_out=2,
+                flink_conn_id=flink_conn_id,
+                poll_interval_s=0.5,
+                job_timeout_s=job_timeout_s,
+            )
+        dr = run_dag_test(dag, logical_date=logical, run_after=logical)
+    assert _ti_states(dr) == {"wordcount": "success"}
+    assert len(hook.list_jobs()) == jobs_before + 1  # submitted once, by try 1
+    decisions = [
+        d for d in bellamy_store.list_decisions("flink_wordcount", limit=None) if d["task_id"] == "wordcount"
+    ]
+    assert len(decisions) == 1, decisions
+    [run] = _flink_runs(bellamy_store)
+    assert run["try_number"] == 2 and run["decision_id"] == decisions[0]["id"]
+    assert run["scale_out"] == run["requested_scale_out"] == 2
 
 
 def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
@@ -213,4 +254,4 @@ def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
         forget_recorded()  # as if each try ran in its own worker process
     assert rows[0] == rows[1]
     [run] = _flink_runs(bellamy_store)
-    assert run["try_number"] == 1 and run["runtime_s"] == finished_wordcount.duration_ms / 1000
+    assert run["try_number"] == 1 and run["runtime_s"] == finished_wordcount.runtime_s

@@ -84,8 +84,8 @@ def test_submit_without_waiting_then_the_sensor_records_the_run(
     assert set(job.vertex_parallelism.values()) == {3}
     run = runs["sense"]
     assert run["external_id"] == job.job_id and run["scale_out"] == 3
-    assert run["runtime_s"] == job.duration_ms / 1000
+    assert run["runtime_s"] == job.runtime_s and run["queue_s"] == job.queue_ms / 1000
     assert run["job_type"] == "flink_wordcount" and run["decision_id"] == submitted["decision"]["decision_id"]
     assert run["context"] == {"lines": 30000.0}
     other = runs["sense_finished"]
-    assert other["scale_out"] == 2 and other["runtime_s"] == finished_wordcount.duration_ms / 1000
+    assert other["scale_out"] == 2 and other["runtime_s"] == finished_wordcount.runtime_s

@@ -78,7 +78,10 @@ def test_trigger_reports_a_finished_job_with_its_rest_duration(flink_cluster, fi
     status = JobStatus.from_dict(event["job"])
     assert status.state == "FINISHED" and status.succeeded and status.terminal
     assert status.duration_ms == finished_wordcount.duration_ms
-    assert status.runtime_s == finished_wordcount.duration_ms / 1000
+    # the time it ran: Flink's duration less the wait before RUNNING
+    assert status.runtime_s == finished_wordcount.runtime_s
+    assert status.queue_s == finished_wordcount.queue_ms / 1000
+    assert finished_wordcount.running_time_ms is not None
     assert status.parallelism == 2
     start_ms = finished_wordcount.start_time_ms
     assert status.started_at == dt.datetime.fromtimestamp(start_ms / 1000, dt.timezone.utc)

@@ -21,9 +21,9 @@ def test_db_current_and_upgrade(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["--store-url", url, "db", "current"]) == 1
     assert "missing" in capsys.readouterr().out
     assert main(["--store-url", url, "db", "upgrade"]) == 0
-    assert "<none> -> 0001_initial" in capsys.readouterr().out
+    assert "<none> -> 0002_run_timing" in capsys.readouterr().out
     assert main(["--store-url", url, "db", "upgrade"]) == 0
-    assert "already at schema revision 0001_initial" in capsys.readouterr().out
+    assert "already at schema revision 0002_run_timing" in capsys.readouterr().out
     assert main(["--store-url", url, "db", "current"]) == 0
     assert "current: up to date" in capsys.readouterr().out
 

@@ -1,0 +1,218 @@
+"""How long a Spark application ran at the size it was granted, and how long it waited for it.
+
+A standalone master reports an application's duration from its registration; an application
+that waited for cores (``Initial job has not accepted any resources``) has that wait in it.
+What the runtime model must learn is the time the job ran at the executors it held, so the
+timing is split:
+
+``queue_s``
+    registration → the first executor granted (no task can run before);
+``runtime_s``
+    the first executor granted → the application's end; ``queue_s + runtime_s`` is the
+    cluster's duration;
+``granted``
+    the most executors the application held at once (recorded as the run's scale-out).
+
+Executors that arrived in steps (the largest set later than the first executor by more than
+``STEP_TOLERANCE`` of the runtime) make a run whose scale-out is neither number: it is kept
+with an ``excluded_reason`` and never trained on.
+
+Two sources: a history server's ``/api/v1/applications/<id>/allexecutors`` (executor add
+and remove times, exact), else samples of the standalone master's ``/json/`` taken while the
+application runs (``MasterGrantSampler``; resolution: its poll interval).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# A run counts as "at one size" when its largest executor set came within this share of its runtime.
+STEP_TOLERANCE = 0.10
+MASTER_POLL_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class RunTiming:
+    """A finished application's timing, split at the moment it got its executors."""
+
+    duration_s: float
+    queue_s: float
+    runtime_s: float
+    granted: int
+    excluded_reason: str | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ObservedRun:
+    """What is recorded for a finished application: its runtime at ``scale_out`` and the wait."""
+
+    runtime_s: float
+    source: str
+    scale_out: int
+    queue_s: float | None = None
+    excluded_reason: str | None = None
+
+    @classmethod
+    def of(cls, duration_s: float, timing: RunTiming | None, source: str, requested: int) -> ObservedRun:
+        """The cluster's ``duration_s`` split by ``timing``; without one, the whole duration at
+        the ``requested`` size (nothing says it got another)."""
+        if timing is None:
+            return cls(runtime_s=duration_s, source=source, scale_out=requested)
+        return cls(
+            runtime_s=timing.runtime_s,
+            source=f"{source}; {timing.source}",
+            scale_out=timing.granted,
+            queue_s=timing.queue_s,
+            excluded_reason=timing.excluded_reason,
+        )
+
+
+def timing_from_grants(
+    duration_s: float, steps: Sequence[tuple[float, int]], *, source: str
+) -> RunTiming | None:
+    """``steps``: (seconds after the application started, executors held from then on), in time
+    order. None when no executor was ever granted (the caller keeps the plain duration)."""
+    held = [(max(0.0, min(offset, duration_s)), n) for offset, n in steps if n > 0]
+    if not held:
+        return None
+    first = held[0][0]
+    granted = max(n for _, n in held)
+    full = next(offset for offset, n in held if n == granted)
+    runtime = max(duration_s - first, 1e-3)
+    reason = None
+    if full - first > STEP_TOLERANCE * runtime:
+        counts = ", ".join(f"{n} at +{offset:.1f} s" for offset, n in _changes(held))
+        reason = (
+            f"executors arrived in steps ({counts} of a {duration_s:.1f} s application): "
+            f"the run was at no single scale-out"
+        )
+    return RunTiming(
+        duration_s=duration_s,
+        queue_s=first,
+        runtime_s=runtime,
+        granted=granted,
+        excluded_reason=reason,
+        source=source,
+    )
+
+
+def _changes(held: Sequence[tuple[float, int]]) -> list[tuple[float, int]]:
+    out: list[tuple[float, int]] = []
+    for offset, n in held:
+        if not out or out[-1][1] != n:
+            out.append((offset, n))
+    return out
+
+
+# -- history server ------------------------------------------------------------------------------
+
+
+def _history_time(value: Any) -> float | None:
+    """A history server timestamp (``2026-11-22T19:00:00.123GMT``) as epoch seconds."""
+    if not value:
+        return None
+    text = str(value).replace("GMT", "+0000")
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def timing_from_history(
+    attempt: dict[str, Any], executors: Sequence[dict[str, Any]], executor_cores: int
+) -> RunTiming | None:
+    """Timing of a completed attempt from its executors' add/remove times."""
+    start = _history_time(attempt.get("startTime"))
+    end = _history_time(attempt.get("endTime"))
+    if start is None or end is None or end <= start:
+        return None
+    events: list[tuple[float, int]] = []
+    for ex in executors:
+        if str(ex.get("id")) == "driver":
+            continue
+        cores = int(ex.get("totalCores") or executor_cores)
+        weight = max(1, round(cores / max(executor_cores, 1)))
+        added = _history_time(ex.get("addTime"))
+        if added is None:
+            continue
+        events.append((added - start, weight))
+        removed = _history_time(ex.get("removeTime"))
+        if removed is not None and removed < end:
+            events.append((removed - start, -weight))
+    events.sort(key=lambda e: (e[0], -e[1]))
+    steps: list[tuple[float, int]] = []
+    held = 0
+    for offset, delta in events:
+        held += delta
+        steps.append((offset, held))
+    return timing_from_grants(end - start, steps, source="history server executor add times")
+
+
+# -- standalone master ---------------------------------------------------------------------------
+
+
+@dataclass
+class MasterGrantSampler:
+    """Samples, in a background thread, the cores a standalone master has granted one application.
+
+    ``app_id`` is called on each poll and returns the application's id once known (spark-submit
+    logs it at registration); samples start when the master lists that application. Offsets are
+    measured on this machine's monotonic clock from the first sample that saw the application,
+    so the master's clock never mixes in.
+    """
+
+    fetch: Callable[[], dict[str, Any]]
+    app_id: Callable[[], str | None]
+    executor_cores: int = 1
+    interval_s: float = MASTER_POLL_INTERVAL_S
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    errors: int = 0
+    _first_seen: float | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> MasterGrantSampler:
+        self._thread = threading.Thread(target=self._loop, name="bellamy-master-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.poll_once()
+            self._stop.wait(self.interval_s)
+
+    def poll_once(self) -> None:
+        app_id = self.app_id()
+        if not app_id:
+            return
+        try:
+            status = self.fetch()
+        except Exception:  # a missed sample only coarsens the timing
+            self.errors += 1
+            return
+        for app in status.get("activeapps") or []:
+            if app.get("id") == app_id:
+                now = time.monotonic()
+                if self._first_seen is None:
+                    self._first_seen = now
+                executors = int(app.get("cores") or 0) // max(self.executor_cores, 1)
+                self.samples.append((now - self._first_seen, executors))
+                return
+
+    def timing(self, duration_s: float) -> RunTiming | None:
+        """The split of the application's ``duration_s`` (the master's own figure)."""
+        if not self.samples:
+            return None
+        return timing_from_grants(
+            duration_s,
+            self.samples,
+            source=f"standalone master /json/ samples every {self.interval_s:g} s",
+        )
