@@ -9,6 +9,7 @@ the Bellamy store never hears of: only Airflow records how long it took.
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -58,23 +59,20 @@ def _dag() -> Any:
 
 
 @pytest.mark.slow
-def test_reserve_learns_downstream_durations_from_airflow_and_late_runs_get_a_fresh_deadline(
+def test_reserve_learns_downstream_durations_from_airflow_task_instances(
     airflow_db: str, bellamy_store: Any
 ) -> None:
     dag = _dag()
     now = dt.datetime.now(dt.timezone.utc)
-    first_date = now - dt.timedelta(days=2)
 
-    first = run_dag_test(dag, logical_date=first_date, run_after=first_date)
+    first = run_dag_test(dag, logical_date=now - dt.timedelta(minutes=3))
     assert task_states(first) == {"size": "success", "publish": "success"}
     target = xcom_value(first, "size")["target"]
     # nothing known about publish yet: the default, and the decision says so
     assert target["reserve_s"] == 30 and target["unknown_reserve_tasks"] == ["publish"]
     assert "default_task_reserve" in target["reserve_sources"]["publish"]
 
-    # A scheduled run whose slot was 12 h ago starts now (the DAG was unpaused late).
-    late_date = now - dt.timedelta(hours=12)
-    second = run_dag_test(dag, logical_date=late_date, run_after=late_date)
+    second = run_dag_test(dag, logical_date=now - dt.timedelta(minutes=1))
     assert task_states(second) == {"size": "success", "publish": "success"}
     decision = xcom_value(second, "size")
     target = decision["target"]
@@ -85,10 +83,35 @@ def test_reserve_learns_downstream_durations_from_airflow_and_late_runs_get_a_fr
         "p90 of its last 1 successful Airflow task instances"
     )
     assert "Airflow task instances" in target["explanation"]
-    # the example's deadline counts from when the late run started, not from its 12 h old slot
     assert not target["deadline_passed"]
-    assert 14 * 60 - learned - 300 < decision["target_s"] <= 15 * 60 - learned
-    assert "already passed" not in decision["reason"]
+    # dag.test() runs start now (run_after): the example deadline is 15 min after that
+    assert 15 * 60 - learned - 300 < decision["target_s"] <= 15 * 60 - learned
+
+
+def test_the_example_deadline_counts_from_when_a_late_scheduled_run_started() -> None:
+    """Unpausing the example DAG schedules its last slot at once: run_after is 12 h old, the run
+    starts now. (dag.test() cannot show this: it starts every run at its logical date.)"""
+    from airflow.sdk import DAG
+    from airflow.sdk.execution_time.context import MacrosAccessor
+
+    from airflow_provider_bellamy.config import load_pipeline_config
+    from airflow_provider_bellamy.operators.sizing import BellamySizingOperator
+
+    sort = load_pipeline_config(EXAMPLES / "pipelines" / "spark_sla.yaml").job("sort")
+    now = dt.datetime.now(dt.timezone.utc)
+    for run_after, started in (
+        (now - dt.timedelta(hours=12, minutes=12), now),  # late: unpaused hours after the slot
+        (now - dt.timedelta(seconds=20), now - dt.timedelta(seconds=15)),  # on time
+    ):
+        with DAG("example_deadline", schedule=None, start_date=run_after) as dag:
+            op = BellamySizingOperator.from_config(sort, task_id="size")
+        dag_run = SimpleNamespace(run_after=run_after, start_date=started, logical_date=run_after)
+        context: dict[str, Any] = {"dag_run": dag_run, "macros": MacrosAccessor(), "dag": dag, "task": op}
+        op.render_template_fields(context)
+        target = op.resolve_target(context)
+        assert target.deadline == started + dt.timedelta(minutes=15)
+        assert not target.deadline_passed and target.target_s is not None
+        assert 15 * 60 - 300 < target.target_s <= 15 * 60  # nothing downstream here: no reserve
 
 
 @pytest.mark.slow
