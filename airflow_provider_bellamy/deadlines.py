@@ -9,9 +9,13 @@ templated ISO-8601 string is parsed), or recomputed in the task from the DAG's
 ``DeadlineAlert`` as ``reference + interval``. ``reserve_s`` is the time the tasks
 downstream of this one still need after it: a number of seconds / ``timedelta``,
 or ``"auto"`` — the longest downstream path, each task costing the given quantile
-of its recorded durations (tasks with no recorded duration cost
-``default_task_reserve_s`` and are named in the explanation). A plain target
+of its durations in earlier runs (Airflow's task instances, else the store: the
+operators' ``_predicted_reserve``; tasks with neither cost ``default_task_reserve_s``
+and are named in the explanation). A plain target
 (seconds or ``timedelta``) is used as is; the reserve is not subtracted from it.
+
+A deadline already behind ``now`` when the task starts (a late DAG run) is said first
+and plainly in the explanation, and ``deadline_passed`` is set.
 
 When ``deadline - now - reserve_s <= 0`` the deadline can no longer be met by any
 size: the target is clamped to ``MIN_TARGET_S`` so that sizing reports the launch

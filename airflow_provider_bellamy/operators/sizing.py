@@ -531,7 +531,8 @@ class BellamySizingOperator(BellamySizingMixin, BaseOperator):
     :param deadline: absolute deadline (aware datetime or ISO-8601 string; templated).
     :param use_dag_deadline: take the deadline from the DAG's ``DeadlineAlert``.
     :param reserve: seconds (or ``timedelta``) to leave for the tasks after the sized
-        one, or ``"auto"``: predicted from their recorded durations.
+        one, or ``"auto"``: predicted from their durations in earlier runs (Airflow's task
+        instances, else the store; see ``_predicted_reserve``).
     :param sized_task_id: the task that runs the sized job; its runtime is written back
         by ``record_runtime`` or the listener plugin.
     :param on_infeasible: ``fail`` | ``warn`` | ``run-max``.
