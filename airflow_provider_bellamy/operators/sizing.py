@@ -302,56 +302,45 @@ class BellamySizingMixin:
         dag_run = context.get("dag_run")
         logical_date = context.get("logical_date") or getattr(dag_run, "logical_date", None)
         q = f"p{round(RESERVE_QUANTILE * 100)}"
+        timeout_s = self._bellamy_store_hook().connect_timeout_s + 5.0
+
+        def from_store(task_id: str) -> list[float]:
+            if facade is None:
+                return []
+            return _run_with_timeout(
+                lambda: recorded_task_durations(facade, dag.dag_id, task_id, last=RESERVE_HISTORY),
+                timeout_s,
+                "reading recorded task durations",
+            )
+
+        readers = (
+            (
+                "Airflow task instances",
+                lambda t: airflow_task_durations(dag.dag_id, t, logical_date, last=RESERVE_HISTORY),
+            ),
+            ("runs in the Bellamy store", from_store),
+        )
         sources: dict[str, str] = {}
-        failed: dict[str, str] = {}
-
-        def from_airflow(task_id: str) -> float | None:
-            if "airflow" in failed:
-                return None
-            try:
-                values = airflow_task_durations(dag.dag_id, task_id, logical_date, last=RESERVE_HISTORY)
-            except Exception as exc:  # a reserve estimate must not stop the launch
-                failed["airflow"] = str(exc)
-                self.log.warning("Bellamy: Airflow's task durations unavailable (%s); trying the store", exc)
-                return None
-            if not values:
-                return None
-            seconds = deadlines.nearest_rank(values, RESERVE_QUANTILE)
-            sources[task_id] = (
-                f"{seconds:.1f} s: {q} of its last {len(values)} successful Airflow task instances"
-            )
-            return seconds
-
-        def from_store(task_id: str) -> float | None:
-            # after one failure the store is not asked again: a dead store would otherwise
-            # cost one connect timeout per downstream task
-            if facade is None or "store" in failed:
-                return None
-            try:
-                values = _run_with_timeout(
-                    lambda: recorded_task_durations(facade, dag.dag_id, task_id, last=RESERVE_HISTORY),
-                    self._bellamy_store_hook().connect_timeout_s + 5.0,
-                    "reading recorded task durations",
-                )
-            except Exception as exc:
-                failed["store"] = str(exc)
-                self.log.warning("Bellamy: recorded durations unavailable (%s); default reserves used", exc)
-                return None
-            if not values:
-                return None
-            seconds = deadlines.nearest_rank(values, RESERVE_QUANTILE)
-            sources[task_id] = (
-                f"{seconds:.1f} s: {q} of its last {len(values)} successful runs in the Bellamy store"
-            )
-            return seconds
+        # a source that failed once is not asked again: a dead store would otherwise cost
+        # one connect timeout per downstream task
+        failed: set[str] = set()
 
         def duration_of(task_id: str) -> float | None:
-            seconds = from_airflow(task_id)
-            if seconds is None:
-                seconds = from_store(task_id)
-            if seconds is None:
-                sources[task_id] = f"{default_s:.1f} s: default_task_reserve (no successful run recorded)"
-            return seconds
+            for label, read in readers:
+                if label in failed:
+                    continue
+                try:
+                    values = read(task_id)
+                except Exception as exc:  # a reserve estimate must not stop the launch
+                    failed.add(label)
+                    self.log.warning("Bellamy: %s unavailable for the reserve (%s)", label, exc)
+                    continue
+                if values:
+                    seconds = deadlines.nearest_rank(values, RESERVE_QUANTILE)
+                    sources[task_id] = f"{seconds:.1f} s: {q} of its last {len(values)} successful {label}"
+                    return seconds
+            sources[task_id] = f"{default_s:.1f} s: default_task_reserve (no successful run recorded)"
+            return None
 
         reserve_s, unknown = deadlines.downstream_reserve(
             task.task_id, downstream, duration_of, default_task_reserve_s=default_s
