@@ -9,9 +9,13 @@ templated ISO-8601 string is parsed), or recomputed in the task from the DAG's
 ``DeadlineAlert`` as ``reference + interval``. ``reserve_s`` is the time the tasks
 downstream of this one still need after it: a number of seconds / ``timedelta``,
 or ``"auto"`` — the longest downstream path, each task costing the given quantile
-of its recorded durations (tasks with no recorded duration cost
-``default_task_reserve_s`` and are named in the explanation). A plain target
+of its durations in earlier runs (Airflow's task instances, else the store: the
+operators' ``_predicted_reserve``; tasks with neither cost ``default_task_reserve_s``
+and are named in the explanation). A plain target
 (seconds or ``timedelta``) is used as is; the reserve is not subtracted from it.
+
+A deadline already behind ``now`` when the task starts (a late DAG run) is said first
+and plainly in the explanation, and ``deadline_passed`` is set.
 
 When ``deadline - now - reserve_s <= 0`` the deadline can no longer be met by any
 size: the target is clamped to ``MIN_TARGET_S`` so that sizing reports the launch
@@ -70,6 +74,10 @@ class RuntimeTarget:
     remaining_s: float | None = None
     missed_by_s: float | None = None
     unknown_reserve_tasks: list[str] = field(default_factory=list)
+    # task id -> where its share of the reserve came from ("12.3 s: p90 of 4 Airflow task instances")
+    reserve_sources: dict[str, str] = field(default_factory=dict)
+    # the deadline was already behind ``now`` when the task started (a late or re-run DAG run)
+    deadline_passed: bool = False
     explanation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,6 +90,8 @@ class RuntimeTarget:
             "remaining_s": self.remaining_s,
             "missed_by_s": self.missed_by_s,
             "unknown_reserve_tasks": list(self.unknown_reserve_tasks),
+            "reserve_sources": dict(self.reserve_sources),
+            "deadline_passed": self.deadline_passed,
             "explanation": self.explanation,
         }
 
@@ -228,6 +238,14 @@ def dag_deadline(dag: Any, context: Mapping[str, Any], *, alert_name: str | None
     return min(deadlines)
 
 
+def nearest_rank(values: Sequence[float], quantile: float) -> float:
+    """The nearest-rank ``quantile`` of ``values`` (not empty): with few values it returns an
+    observed one, never an extrapolation."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(quantile * len(ordered))))
+    return float(ordered[rank - 1])
+
+
 def downstream_reserve(
     task_id: str,
     downstream: Callable[[str], Sequence[str]],
@@ -275,6 +293,7 @@ def runtime_target(
     dag_deadline_at: dt.datetime | None = None,
     reserve_s: float = 0.0,
     unknown_reserve_tasks: Sequence[str] = (),
+    reserve_sources: Mapping[str, str] | None = None,
     now: dt.datetime | None = None,
 ) -> RuntimeTarget:
     """Resolve exactly one of ``target`` / ``deadline`` / ``dag_deadline_at`` into seconds.
@@ -306,12 +325,23 @@ def runtime_target(
         f"deadline {at.isoformat()} − now {now.isoformat()} = {remaining:.1f} s; "
         f"− reserve {reserve_s:.1f} s = {target_s:.1f} s"
     )
-    if unknown_reserve_tasks:
+    if reserve_sources:
+        text += " (reserve: " + "; ".join(f"{t} {why}" for t, why in sorted(reserve_sources.items())) + ")"
+    elif unknown_reserve_tasks:
         text += f" (no recorded duration for {', '.join(unknown_reserve_tasks)})"
     missed = None
+    passed = remaining <= 0
+    if passed:
+        # Said first and plainly: a DAG run that started late (unpaused after its schedule,
+        # a backlog, a re-run) cannot meet a deadline that was over before it began.
+        text = (
+            f"the deadline {at.isoformat()} had already passed when this task started "
+            f"({_duration_text(-remaining)} before now {now.isoformat()}): no size can meet it; {text}"
+        )
     if target_s < MIN_TARGET_S:
         missed = -target_s
-        text += f"; the deadline cannot be met by any size (short by {missed:.1f} s)"
+        if not passed:
+            text += f"; the deadline cannot be met by any size (short by {missed:.1f} s)"
         target_s = MIN_TARGET_S
     return RuntimeTarget(
         target_s,
@@ -322,5 +352,21 @@ def runtime_target(
         remaining_s=remaining,
         missed_by_s=missed,
         unknown_reserve_tasks=list(unknown_reserve_tasks),
+        reserve_sources=dict(reserve_sources or {}),
+        deadline_passed=passed,
         explanation=text,
     )
+
+
+def _duration_text(seconds: float) -> str:
+    """``12 h 12 min`` / ``4 min 5 s`` / ``42.0 s``: a lateness a reader takes in at a glance."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h {minutes} min"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s"

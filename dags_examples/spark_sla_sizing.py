@@ -3,9 +3,11 @@
 ``pipelines/spark_sla.yaml`` describes two real PySpark jobs over generated data:
 
 * ``grep`` has a plain runtime target (90 s);
-* ``sort`` must finish by a templated absolute deadline (15 min after the run may
-  start) minus the time the ``publish`` task after it still needs (``reserve: auto``:
-  predicted from its recorded durations, 30 s while none are recorded).
+* ``sort`` must finish by a templated absolute deadline (15 min after the run starts:
+  its scheduled time, or the time it actually started when that is later, as for the run
+  scheduled at once when the DAG is unpaused hours after its last slot) minus the time the
+  ``publish`` task after it still needs (``reserve: auto``: the 90th percentile of
+  ``publish``'s durations in earlier runs as Airflow recorded them, 30 s while there are none).
 
 A DAG ``DeadlineAlert`` works too (``deadline: dag`` in the config recomputes it in the
 task, see ``airflow_provider_bellamy.deadlines``); this example does not declare one

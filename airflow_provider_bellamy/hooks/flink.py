@@ -37,6 +37,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
+from airflow_provider_bellamy.masking import find_secrets, mask_args, mask_text, register_secrets
 
 DEFAULT_REST_PORT = 8081
 # Globally terminal states: the job will not change any more. SUSPENDED is not among them.
@@ -49,9 +50,11 @@ class JobEndpointUnreachableError(BellamyError):
     """A job status endpoint (Flink JobManager, Spark master or history server) did not answer."""
 
     def __init__(self, url: str, reason: str) -> None:
-        self.url = url
-        self.reason = reason
-        super().__init__(f"REST endpoint {url} is unreachable: {reason}")
+        # A URL may carry user:password@ (and the HTTP client's message repeats the URL).
+        secrets = find_secrets(url)
+        self.url = mask_text(url, secrets)
+        self.reason = mask_text(reason, secrets)
+        super().__init__(f"REST endpoint {self.url} is unreachable: {self.reason}")
 
 
 class UnknownJobIdError(InvalidInputError):
@@ -275,6 +278,11 @@ class FlinkHook(BaseHook):
     def _load_connection(self) -> None:
         if self._extra is not None:
             return
+        self._read_connection()
+        # A REST URL with user:password@ ends up in `flink run -m` and in error messages.
+        register_secrets(find_secrets(self._rest_url or ""))
+
+    def _read_connection(self) -> None:
         if self.flink_conn_id is None:
             self._extra = {}
             return
@@ -515,14 +523,19 @@ class FlinkHook(BaseHook):
             job_id=job_id,
             py_files=py_files,
         )
-        self.log.info("Submitting to Flink: %s", cmd)
+        # -D credentials, --password/--token arguments, user:password@ in -m: never in the logs.
+        secrets = find_secrets(cmd)
+        register_secrets(secrets)
+        shown = mask_args(cmd)
+        self.log.info("Submitting to Flink: %s", shown)
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=timeout_s, env=self._client_env(), check=False
             )
-        except subprocess.TimeoutExpired as exc:
-            raise FlinkSubmissionError(f"flink run did not return within {timeout_s} s: {cmd}") from exc
-        output = (proc.stdout or "") + (proc.stderr or "")
+        except subprocess.TimeoutExpired:
+            # not chained: TimeoutExpired's own message holds the unmasked command
+            raise FlinkSubmissionError(f"flink run did not return within {timeout_s} s: {shown}") from None
+        output = mask_text((proc.stdout or "") + (proc.stderr or ""), secrets)
         match = _SUBMITTED_RE.search(output)
         if proc.returncode != 0 or match is None:
             raise FlinkSubmissionError(

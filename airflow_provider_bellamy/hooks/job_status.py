@@ -21,6 +21,7 @@ uses this module.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Generator
 from dataclasses import asdict, dataclass
@@ -309,20 +310,44 @@ def fetch_status(kind: str, job_id: str, endpoint: str, *, timeout_s: float = 10
             return done.value
 
 
-async def fetch_status_async(kind: str, job_id: str, endpoint: str, *, timeout_s: float = 10.0) -> JobStatus:
-    """The job's status now, without blocking the triggerer's event loop."""
+def _new_async_client(timeout_s: float) -> Any:
     import httpx
+
+    return httpx.AsyncClient(timeout=timeout_s, follow_redirects=True)
+
+
+async def open_async_client(timeout_s: float = 10.0) -> Any:
+    """An ``httpx.AsyncClient`` built in a worker thread.
+
+    Building one is synchronous work (the first ``import httpx``, loading the CA bundle into an
+    SSL context) that took 0.68 s on a busy triggerer: on the event loop it would block every
+    other trigger. A trigger opens one client per run and reuses its connections every poll.
+    """
+    return await asyncio.to_thread(_new_async_client, timeout_s)
+
+
+async def fetch_status_async(
+    kind: str, job_id: str, endpoint: str, *, timeout_s: float = 10.0, client: Any = None
+) -> JobStatus:
+    """The job's status now, without blocking the triggerer's event loop.
+
+    ``client``: an ``httpx.AsyncClient`` to reuse (see ``open_async_client``); without one, a
+    client is opened for this call only.
+    """
+    if client is None:
+        async with await open_async_client(timeout_s) as own:
+            return await fetch_status_async(kind, job_id, endpoint, timeout_s=timeout_s, client=own)
+    import httpx  # already imported by open_async_client: a dictionary lookup here
 
     endpoint = validate_endpoint(endpoint)
     steps = status_steps(kind, job_id, endpoint)
-    async with httpx.AsyncClient(timeout=timeout_s, follow_redirects=True) as client:
-        try:
-            path = next(steps)
-            while True:
-                try:
-                    response = await client.get(f"{endpoint}{path}")
-                except httpx.HTTPError as exc:
-                    raise JobEndpointUnreachableError(endpoint, f"{type(exc).__name__}: {exc}") from exc
-                path = steps.send((response.status_code, _decode(response)))
-        except StopIteration as done:
-            return done.value
+    try:
+        path = next(steps)
+        while True:
+            try:
+                response = await client.get(f"{endpoint}{path}", timeout=timeout_s)
+            except httpx.HTTPError as exc:
+                raise JobEndpointUnreachableError(endpoint, f"{type(exc).__name__}: {exc}") from exc
+            path = steps.send((response.status_code, _decode(response)))
+    except StopIteration as done:
+        return done.value

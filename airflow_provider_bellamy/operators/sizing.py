@@ -25,7 +25,6 @@ import ast
 import contextlib
 import datetime as dt
 import json
-import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -102,33 +101,30 @@ def _prefetch_model_code() -> None:
     threading.Thread(target=load, name="bellamy-prefetch-model", daemon=True).start()
 
 
-def recorded_task_duration(
-    facade: Any, dag_id: str, task_id: str, *, quantile: float = 0.9, last: int = 20
-) -> float | None:
-    """The ``quantile`` of a task's last ``last`` successful recorded runtimes, or None.
+# The reserve for the tasks after a sized one: a high quantile of their last durations, because
+# the reserve protects the deadline and an average would be short half the time.
+RESERVE_QUANTILE = 0.9
+RESERVE_HISTORY = 20
 
-    The reserve for the tasks after a sized one: a high quantile, because the
-    reserve protects the deadline and an average would be short half the time.
-    """
+
+def recorded_task_durations(
+    facade: Any, dag_id: str, task_id: str, *, last: int = RESERVE_HISTORY
+) -> list[float]:
+    """A task's last ``last`` successful runtimes recorded in the Bellamy store (newest first)."""
     import sqlalchemy as sa
 
     from airflow_provider_bellamy.store.schema import Run
 
     with facade.store.read("reading recorded task durations") as session:
         if session is None:
-            return None
+            return []
         rows = session.execute(
             sa.select(Run.runtime_s)
             .where(Run.dag_id == dag_id, Run.task_id == task_id, Run.status == "success")
             .order_by(Run.id.desc())
             .limit(last)
         ).all()
-    values = sorted(float(r[0]) for r in rows)
-    if not values:
-        return None
-    # nearest-rank quantile: with few runs it returns an observed value, never an extrapolation
-    rank = max(1, min(len(values), math.ceil(quantile * len(values))))
-    return values[rank - 1]
+    return [float(r[0]) for r in rows]
 
 
 def coerce_scale_outs(value: Any, field: str = "scale_outs") -> list[int]:
@@ -267,9 +263,10 @@ class BellamySizingMixin:
             dag_deadline_at = deadlines.dag_deadline(dag, context, alert_name=self.deadline_alert_name)
         reserve_s = 0.0
         unknown: list[str] = []
+        sources: dict[str, str] = {}
         has_deadline = bool(self.deadline) or dag_deadline_at is not None
         if has_deadline and self.reserve == deadlines.RESERVE_AUTO:
-            reserve_s, unknown = self._predicted_reserve(context, facade)
+            reserve_s, unknown, sources = self._predicted_reserve(context, facade)
         elif has_deadline and self.reserve not in (None, ""):
             reserve_s = deadlines.to_seconds(self.reserve, "reserve", allow_zero=True)
         return deadlines.runtime_target(
@@ -278,10 +275,18 @@ class BellamySizingMixin:
             dag_deadline_at=dag_deadline_at,
             reserve_s=reserve_s,
             unknown_reserve_tasks=unknown,
+            reserve_sources=sources,
         )
 
-    def _predicted_reserve(self, context: Context, facade: Any | None) -> tuple[float, list[str]]:
+    def _predicted_reserve(
+        self, context: Context, facade: Any | None
+    ) -> tuple[float, list[str], dict[str, str]]:
+        """The longest downstream path, each task costing the p90 of its last durations: first
+        Airflow's own task instances (``task_history``), else the runs recorded in the store,
+        else ``default_task_reserve``. Returns (seconds, tasks without a figure, where each
+        task's figure came from)."""
         from airflow_provider_bellamy import deadlines
+        from airflow_provider_bellamy.task_history import airflow_task_durations
 
         task = context.get("task") or self
         dag = getattr(task, "dag", None)
@@ -289,32 +294,58 @@ class BellamySizingMixin:
             self.default_task_reserve or 0, "default_task_reserve", allow_zero=True
         )
         if dag is None:
-            return 0.0, []
+            return 0.0, [], {}
 
         def downstream(task_id: str) -> list[str]:
             return sorted(dag.get_task(task_id).downstream_task_ids)
 
-        store_failed: list[str] = []
+        dag_run = context.get("dag_run")
+        logical_date = context.get("logical_date") or getattr(dag_run, "logical_date", None)
+        q = f"p{round(RESERVE_QUANTILE * 100)}"
+        timeout_s = self._bellamy_store_hook().connect_timeout_s + 5.0
+
+        def from_store(task_id: str) -> list[float]:
+            if facade is None:
+                return []
+            return _run_with_timeout(
+                lambda: recorded_task_durations(facade, dag.dag_id, task_id, last=RESERVE_HISTORY),
+                timeout_s,
+                "reading recorded task durations",
+            )
+
+        readers = (
+            (
+                "Airflow task instances",
+                lambda t: airflow_task_durations(dag.dag_id, t, logical_date, last=RESERVE_HISTORY),
+            ),
+            ("runs in the Bellamy store", from_store),
+        )
+        sources: dict[str, str] = {}
+        # a source that failed once is not asked again: a dead store would otherwise cost
+        # one connect timeout per downstream task
+        failed: set[str] = set()
 
         def duration_of(task_id: str) -> float | None:
-            # after one failure the store is not asked again: a dead store would otherwise
-            # cost one connect timeout per downstream task
-            if facade is None or store_failed:
-                return None
-            try:
-                return _run_with_timeout(
-                    lambda: recorded_task_duration(facade, dag.dag_id, task_id),
-                    self._bellamy_store_hook().connect_timeout_s + 5.0,
-                    "reading recorded task durations",
-                )
-            except Exception as exc:  # a reserve estimate must not stop the launch
-                store_failed.append(str(exc))
-                self.log.warning("Bellamy: recorded durations unavailable (%s); default reserves used", exc)
-                return None
+            for label, read in readers:
+                if label in failed:
+                    continue
+                try:
+                    values = read(task_id)
+                except Exception as exc:  # a reserve estimate must not stop the launch
+                    failed.add(label)
+                    self.log.warning("Bellamy: %s unavailable for the reserve (%s)", label, exc)
+                    continue
+                if values:
+                    seconds = deadlines.nearest_rank(values, RESERVE_QUANTILE)
+                    sources[task_id] = f"{seconds:.1f} s: {q} of its last {len(values)} successful {label}"
+                    return seconds
+            sources[task_id] = f"{default_s:.1f} s: default_task_reserve (no successful run recorded)"
+            return None
 
-        return deadlines.downstream_reserve(
+        reserve_s, unknown = deadlines.downstream_reserve(
             task.task_id, downstream, duration_of, default_task_reserve_s=default_s
         )
+        return reserve_s, unknown, sources
 
     def _provenance(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
@@ -432,6 +463,12 @@ class BellamySizingMixin:
             self.log.warning("Bellamy: sizing fell back: %s", decision.fallback_reason)
         if not decision.feasible and decision.candidates:
             self._apply_infeasible_policy(decision, scale_outs, target)
+        if target.deadline_passed:
+            late_s = -(target.remaining_s or 0.0)
+            decision.reason = (
+                f"the deadline {target.deadline.isoformat() if target.deadline else '?'} had already passed "
+                f"when the task started ({late_s:.0f} s earlier); {decision.reason}"
+            )
         self.log.info(
             "Bellamy: %s → scale-out %s (%s) in %.3f s",
             self.job_type,
@@ -483,7 +520,8 @@ class BellamySizingOperator(BellamySizingMixin, BaseOperator):
     :param deadline: absolute deadline (aware datetime or ISO-8601 string; templated).
     :param use_dag_deadline: take the deadline from the DAG's ``DeadlineAlert``.
     :param reserve: seconds (or ``timedelta``) to leave for the tasks after the sized
-        one, or ``"auto"``: predicted from their recorded durations.
+        one, or ``"auto"``: predicted from their durations in earlier runs (Airflow's task
+        instances, else the store; see ``_predicted_reserve``).
     :param sized_task_id: the task that runs the sized job; its runtime is written back
         by ``record_runtime`` or the listener plugin.
     :param on_infeasible: ``fail`` | ``warn`` | ``run-max``.

@@ -75,6 +75,7 @@ class BellamySparkSubmitHook(SparkSubmitHook):
     bellamy_app_id: str | None = None
     bellamy_driver_id: str | None = None
     bellamy_log_tail: deque[str] | None = None
+    bellamy_secrets: list[str] | None = None
 
     def bellamy_detach(self) -> None:
         """Return once spark-submit has handed a cluster-mode driver to a standalone master.
@@ -86,12 +87,18 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         self._should_track_driver_status = False
 
     def _process_spark_submit_log(self, itr: Any) -> None:
+        from airflow_provider_bellamy.masking import mask_text
+
         tail: deque[str] = deque(maxlen=_LOG_TAIL_LINES)
         self.bellamy_log_tail = tail
+        secrets = self.bellamy_secrets or []
 
         def tap(lines: Any) -> Any:
-            for line in lines:
-                tail.append(str(line).rstrip())
+            for raw in lines:
+                # the provider logs every line as is: an application echoing its arguments
+                # or Spark printing its conf would put a credential in the task log
+                line = mask_text(str(raw), secrets)
+                tail.append(line.rstrip())
                 if self.bellamy_app_id is None:
                     match = _APP_ID_RE.search(line)
                     if match:
@@ -103,6 +110,21 @@ class BellamySparkSubmitHook(SparkSubmitHook):
                 yield line
 
         super()._process_spark_submit_log(tap(itr))
+
+    def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
+        """The provider masks keys containing ``secret`` or ``password``; this also masks tokens
+        (``oauthToken``, ``--api-token``), cloud account/access keys and ``user:password@`` in
+        URLs, and hands each value to Airflow's secrets masker. The provider logs the command
+        and its failure output through this method; the ``spark_submit_command`` XCom is built
+        with it."""
+        from airflow_provider_bellamy.masking import find_secrets, mask_text, register_secrets
+
+        args = [connection_cmd] if isinstance(connection_cmd, str) else [str(a) for a in connection_cmd]
+        secrets = find_secrets(args)
+        if secrets:
+            register_secrets(secrets)
+            self.bellamy_secrets = list(dict.fromkeys([*(self.bellamy_secrets or []), *secrets]))
+        return super()._mask_cmd([mask_text(a, self.bellamy_secrets or []) for a in args])
 
     def bellamy_log_text(self) -> str:
         """The last lines spark-submit printed, secrets masked."""

@@ -21,6 +21,7 @@ from airflow_provider_bellamy.hooks.job_status import (
     JobStatus,
     fetch_status,
     fetch_status_async,
+    open_async_client,
     validate_endpoint,
     validate_kind,
 )
@@ -97,12 +98,20 @@ class BellamyJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        # One client for the whole wait: its connections are reused by every poll, and it is
+        # built off the event loop (see open_async_client).
+        async with await open_async_client(self.request_timeout_s) as client:
+            async for event in self._poll(client):
+                yield event
+
+    async def _poll(self, client: Any) -> AsyncIterator[TriggerEvent]:
+        """Poll until one event; the last thing it does is yield it."""
         unreachable_since: float | None = None
         last: JobStatus | None = None
         while True:
             try:
                 last = await fetch_status_async(
-                    self.kind, self.job_id, self.endpoint, timeout_s=self.request_timeout_s
+                    self.kind, self.job_id, self.endpoint, timeout_s=self.request_timeout_s, client=client
                 )
                 unreachable_since = None
             except JobEndpointUnreachableError as exc:

@@ -169,3 +169,20 @@ def test_operator_recomputes_the_dag_deadline_alert_in_the_task() -> None:
     assert t.source == "dag_deadline"
     assert t.target_s == 35 * 60
     assert t.deadline == NOW + dt.timedelta(minutes=40)
+
+
+@time_machine.travel(NOW, tick=False)
+def test_a_deadline_already_past_when_the_task_starts_is_said_plainly() -> None:
+    # a scheduled run started 12 h after its run_after (the DAG was unpaused late)
+    run_after = NOW - dt.timedelta(hours=12, minutes=12, seconds=22)
+    t = runtime_target(deadline=run_after + dt.timedelta(minutes=15), reserve_s=30)
+    assert t.deadline_passed and t.target_s == MIN_TARGET_S
+    assert t.explanation.startswith(
+        "the deadline 2025-02-28T17:02:38+00:00 had already passed when this task started "
+        "(11 h 57 min before now 2025-03-01T05:00:00+00:00): no size can meet it"
+    )
+    assert t.to_dict()["deadline_passed"] is True
+    # still ahead, but not far enough for the reserve: not "already passed"
+    soon = runtime_target(deadline=NOW + dt.timedelta(seconds=10), reserve_s=30)
+    assert not soon.deadline_passed and "already passed" not in soon.explanation
+    assert "cannot be met by any size (short by 20.0 s)" in soon.explanation

@@ -1,0 +1,116 @@
+"""BellamyJobTrigger keeps the triggerer's event loop free: one HTTP client per trigger run,
+built off the loop, its connection reused by every poll (issue 18, item 5).
+
+The status endpoint is a small HTTP/1.1 server on 127.0.0.1 answering as a Spark standalone
+master's ``/json/`` does: the application is running for a few polls, then finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
+
+APP_ID = "app-20261122180000-0007"
+RUNNING_POLLS = 4
+
+
+@dataclass
+class MasterStub:
+    url: str
+    requests: int = 0
+    connections: set[tuple[str, int]] = field(default_factory=set)
+
+
+def _master_json(finished: bool) -> dict[str, Any]:
+    app = {"id": APP_ID, "name": "grep", "starttime": 1_790_000_000_000, "cores": 2}
+    if finished:
+        return {"activeapps": [], "completedapps": [{**app, "state": "FINISHED", "duration": 51_400}]}
+    return {"activeapps": [{**app, "state": "RUNNING", "duration": 0}], "completedapps": []}
+
+
+@pytest.fixture
+def master() -> Iterator[MasterStub]:
+    stub = MasterStub(url="")
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: a reused client shows as one connection
+
+        def do_GET(self) -> None:
+            with lock:
+                stub.requests += 1
+                stub.connections.add(self.client_address)
+                finished = stub.requests > RUNNING_POLLS
+            body = json.dumps(_master_json(finished)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield stub
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def test_one_client_per_run_built_off_the_loop_and_no_slow_callback(
+    master: MasterStub, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    built_on: list[int] = []
+    real_client = httpx.AsyncClient
+
+    class CountingClient(real_client):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built_on.append(threading.get_ident())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(httpx, "AsyncClient", CountingClient)
+    trigger = BellamyJobTrigger(kind="spark-master", job_id=APP_ID, endpoint=master.url, poll_interval_s=0.05)
+    loop_threads: list[int] = []
+
+    async def collect() -> list[dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        # Generous: nothing the trigger does on the loop should come near a second; a client
+        # built on the loop (SSL context, CA bundle) took 0.68 s on a busy triggerer.
+        loop.slow_callback_duration = 1.0
+        loop_threads.append(threading.get_ident())
+        return [event.payload async for event in trigger.run()]
+
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        events = asyncio.run(collect(), debug=True)
+
+    assert [e["status"] for e in events] == ["done"]
+    assert events[0]["job"]["state"] == "FINISHED" and events[0]["job"]["duration_ms"] == 51_400
+    assert master.requests == RUNNING_POLLS + 1
+    assert len(built_on) == 1, f"{len(built_on)} clients for one trigger run of {master.requests} polls"
+    assert built_on[0] != loop_threads[0], "the client was built on the event loop's thread"
+    assert len(master.connections) == 1, f"{len(master.connections)} connections: the client was not reused"
+    slow = [r.getMessage() for r in caplog.records if r.name == "asyncio" and "took" in r.getMessage()]
+    assert not slow, slow
+
+
+def test_a_one_off_status_call_closes_its_own_client(master: MasterStub) -> None:
+    from airflow_provider_bellamy.hooks.job_status import fetch_status_async
+
+    status = asyncio.run(fetch_status_async("spark-master", APP_ID, master.url))
+    assert status.state == "RUNNING" and not status.terminal
