@@ -69,8 +69,10 @@ ALL_JOB_TYPES = "all"
 # by being kept whole while older repetitions are left out.
 TRAINING_RUNS_PER_SCALE_OUT = 20
 MAX_TRAINING_RUNS = 20_000
-FINETUNE_RUNS_PER_SCALE_OUT = 10
-MAX_FINETUNE_RUNS = 200
+# Fine-tuning's cost grows faster than linearly with its runs (on a loaded 2-core machine, 0.35 s
+# with 55 runs, 0.6-8 s with 110; docs/benchmarks.md "Scale"): a context's newest few per scale-out.
+FINETUNE_RUNS_PER_SCALE_OUT = 5
+MAX_FINETUNE_RUNS = 50
 # Pre-training's time budget per job type when none is given: it stops early (keeping the best
 # epoch) rather than hold a retraining task for as long as a large store would take.
 DEFAULT_TRAIN_BUDGET_S = 300.0

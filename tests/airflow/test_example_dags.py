@@ -4,10 +4,12 @@ calls replaced by capturing the request each operator would send)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 
+from airflow_provider_bellamy.store import DecisionRepository
 from tests.fixtures.airflow import example_dag, task_states, xcom_value
 
 LOCAL = {
@@ -68,10 +70,37 @@ def test_retraining_dag_trains_then_reports_up_to_date(airflow_db: str, bellamy_
     from airflow_provider_bellamy.datasets import load_traces
 
     bellamy_store.record_runs(load_traces("bell", "grep"))
+    old, recent = (
+        bellamy_store.store.write(
+            lambda s, age=age: (
+                DecisionRepository(s)
+                .add(
+                    {
+                        "job_type": "grep",
+                        "context": {},
+                        "context_fingerprint": "0" * 32,
+                        "candidates": [],
+                        "confidence": 0.9,
+                        "objective": "min_scale_out",
+                        "chosen_scale_out": 2,
+                        "feasible": True,
+                        "reason": "test",
+                        "created_at": dt.datetime.now(dt.timezone.utc) - age,
+                    }
+                )
+                .id
+            )
+        )
+        for age in (dt.timedelta(days=400), dt.timedelta(days=1))
+    )
     dag = example_dag("bellamy_retraining")
     conf = {"job_types": "grep", "time_budget_s": 15}
     first = dag.test(run_conf=conf)
-    assert task_states(first) == {"train": "success", "summarize": "success"}
+    assert task_states(first) == {"train": "success", "summarize": "success", "prune": "success"}
+    # retention ran after training: the year-old decision went, the new model stayed
+    assert xcom_value(first, "prune") == {"general_models": 0, "context_models": 0, "decisions": 1}
+    assert [d["id"] for d in bellamy_store.list_decisions()] == [recent]
+    assert old != recent
     reports = xcom_value(first, "train")
     assert [(r["job_type"], r["outcome"]) for r in reports] == [("grep", "promoted")]
     assert reports[0]["metrics"] and reports[0]["train_rows"] > 0
