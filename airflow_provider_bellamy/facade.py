@@ -75,7 +75,7 @@ FINETUNE_RUNS_PER_SCALE_OUT = 5
 MAX_FINETUNE_RUNS = 50
 # Pre-training's time budget per job type when none is given: it stops early (keeping the best
 # epoch) rather than hold a retraining task for as long as a large store would take.
-DEFAULT_TRAIN_BUDGET_S = 300.0
+DEFAULT_TRAIN_BUDGET_S = 120.0
 
 # Loaded models (and Ernest fits, and models found unreadable) keyed by what identifies them
 # in the store, so a new Bellamy object in the same process does not load them again.

@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
         help="an empty store to fill (default: a temporary SQLite file, deleted afterwards)",
     )
     sca.add_argument("--force", action="store_true", help="fill a store that already holds runs")
-    sca.add_argument("--samples", default="30", help="launches measured per decade")
+    sca.add_argument("--samples", default="10", help="contexts (launches) measured per decade")
     sca.add_argument(
         "--train-budget", type=float, default=None, help="seconds for train() (default: train()'s default)"
     )
