@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_bellamy.store import DecisionRepository
 from tests.fixtures.airflow import example_dag, task_states, xcom_value
+from tests.store.conftest import add_decision
 
 LOCAL = {
     "machine_type": "loopback-1c1g",
@@ -70,29 +70,8 @@ def test_retraining_dag_trains_then_reports_up_to_date(airflow_db: str, bellamy_
     from airflow_provider_bellamy.datasets import load_traces
 
     bellamy_store.record_runs(load_traces("bell", "grep"))
-    old, recent = (
-        bellamy_store.store.write(
-            lambda s, age=age: (
-                DecisionRepository(s)
-                .add(
-                    {
-                        "job_type": "grep",
-                        "context": {},
-                        "context_fingerprint": "0" * 32,
-                        "candidates": [],
-                        "confidence": 0.9,
-                        "objective": "min_scale_out",
-                        "chosen_scale_out": 2,
-                        "feasible": True,
-                        "reason": "test",
-                        "created_at": dt.datetime.now(dt.timezone.utc) - age,
-                    }
-                )
-                .id
-            )
-        )
-        for age in (dt.timedelta(days=400), dt.timedelta(days=1))
-    )
+    old = add_decision(bellamy_store.store, age=dt.timedelta(days=400))
+    recent = add_decision(bellamy_store.store, age=dt.timedelta(days=1))
     dag = example_dag("bellamy_retraining")
     conf = {"job_types": "grep", "time_budget_s": 15}
     first = dag.test(run_conf=conf)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -17,67 +18,45 @@ from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.facade import Bellamy
 from airflow_provider_bellamy.store import (
     Decision,
-    DecisionRepository,
     ModelRepository,
     ModelVersion,
     Run,
     Store,
 )
 
-from .conftest import observed_run
+from .conftest import add_decision, observed_run
 
 
-def _general(store: Store, job_type: str, *, active: bool = False, weights: bytes = b"g") -> int:
+def _version(store: Store, job_type: str, *, active: bool = True, **kwargs: Any) -> int:
+    """A stored model version (general unless a context_fingerprint is given); returns its id."""
+    scope = "context" if "context_fingerprint" in kwargs else "general"
+    kwargs.setdefault("weights", b"c" + str(kwargs.get("context_fingerprint")).encode())
     return store.write(
         lambda s: (
             ModelRepository(s)
             .add(
                 job_type=job_type,
-                scope="general",
-                weights=weights,
+                scope=scope,
                 status="active" if active else "candidate",
                 blob_writer=store.write_blob,
                 blob_threshold_bytes=store.blob_threshold_bytes,
+                **kwargs,
             )
             .id
         )
     )
 
 
-def _copy(store: Store, job_type: str, parent: int, fingerprint: str, **kwargs: object) -> int:
-    return store.write(
-        lambda s: (
-            ModelRepository(s)
-            .add(
-                job_type=job_type,
-                scope="context",
-                context_fingerprint=fingerprint,
-                parent_id=parent,
-                weights=b"c" + fingerprint.encode(),
-                status="active",
-                **kwargs,  # type: ignore[arg-type]
-            )
-            .id
-        )
-    )
+def _general(store: Store, job_type: str, *, active: bool = False, weights: bytes = b"g") -> int:
+    return _version(store, job_type, active=active, weights=weights)
+
+
+def _copy(store: Store, job_type: str, parent: int, fingerprint: str) -> int:
+    return _version(store, job_type, context_fingerprint=fingerprint, parent_id=parent)
 
 
 def _decision(store: Store, model_id: int | None, *, age: dt.timedelta = dt.timedelta(0)) -> int:
-    values = {
-        "job_type": "grep",
-        "context": {"a": 1},
-        "context_fingerprint": "f" * 32,
-        "candidates": [],
-        "confidence": 0.9,
-        "objective": "min_scale_out",
-        "chosen_scale_out": 4,
-        "feasible": True,
-        "reason": "test",
-        "model_version": "grep/v1",
-        "model_version_id": model_id,
-        "created_at": dt.datetime.now(dt.timezone.utc) - age,
-    }
-    return store.write(lambda s: DecisionRepository(s).add(values).id)
+    return add_decision(store, age=age, model_version="grep/v1", model_version_id=model_id)
 
 
 def _ids(store: Store) -> set[int]:

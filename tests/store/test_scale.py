@@ -3,6 +3,7 @@ and migration 0003 up and down, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ from airflow_provider_bellamy.model import TrainingConfig
 from airflow_provider_bellamy.records import context_fingerprint, normalize_context
 from airflow_provider_bellamy.store import DecisionRepository, ModelRepository, RunRepository, Store
 from airflow_provider_bellamy.store.store import alembic_config, forget_verified
+
+from .conftest import add_decision
 
 CONTEXTS = [{"machine_type": "m5.xlarge", "data_size_mb": float(size)} for size in (1000, 2000, 4000)]
 TINY = TrainingConfig(members=2, max_epochs=40, min_epochs=10, patience=10, hidden=8)
@@ -156,27 +159,6 @@ def test_hot_queries_use_indexes(bellamy: Bellamy, store: Store) -> None:
     ids = bellamy.record_runs(_runs(2))
     fp = context_fingerprint("grep", normalize_context(CONTEXTS[0]))
 
-    def decision() -> int:
-        return store.write(
-            lambda s: (
-                DecisionRepository(s)
-                .add(
-                    {
-                        "job_type": "grep",
-                        "context": CONTEXTS[0],
-                        "context_fingerprint": fp,
-                        "candidates": [],
-                        "confidence": 0.9,
-                        "objective": "min_scale_out",
-                        "chosen_scale_out": 2,
-                        "feasible": True,
-                        "reason": "test",
-                    }
-                )
-                .id
-            )
-        )
-
     general = store.write(
         lambda s: ModelRepository(s).add(job_type="grep", scope="general", weights=b"x", status="active").id
     )
@@ -190,10 +172,8 @@ def test_hot_queries_use_indexes(bellamy: Bellamy, store: Store) -> None:
             status="active",
         )
     )
-    did = decision()
+    did = add_decision(store, context=CONTEXTS[0], context_fingerprint=fp)
     store.write(lambda s: DecisionRepository(s).link(did, ids[0]))
-    import datetime as dt
-
     checks: list[Callable[[Any], Any]] = [
         # the launch path (size): the models, the context's summary and window; recording a run
         lambda s: ModelRepository(s).active("grep"),
