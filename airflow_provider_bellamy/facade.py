@@ -22,6 +22,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.decisions import Prediction, SizingDecision
@@ -51,8 +52,6 @@ from airflow_provider_bellamy.store import (
 from airflow_provider_bellamy.store.engine import DEFAULT_CONNECT_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import pandas as pd
     from sqlalchemy.orm import Session
 
@@ -65,6 +64,19 @@ MIN_RUNS_FOR_HOLDOUT = 20
 # a job type that has runs but no model of its own yet (a new pipeline), reading the job type as
 # one property among the others. Reserved: no run may carry it.
 ALL_JOB_TYPES = "all"
+# Training and fine-tuning read a window of the history, not all of it, so that their cost stops
+# growing with the store (docs/architecture.md, "A store of a million runs"): the newest runs of
+# each (job type, context, scale-out), and of those the newest overall. Recent runs weigh more
+# by being kept whole while older repetitions are left out.
+TRAINING_RUNS_PER_SCALE_OUT = 20
+MAX_TRAINING_RUNS = 20_000
+# Fine-tuning's cost grows faster than linearly with its runs (on a loaded 2-core machine, 0.35 s
+# with 55 runs, 0.6-8 s with 110; docs/benchmarks.md "Scale"): a context's newest few per scale-out.
+FINETUNE_RUNS_PER_SCALE_OUT = 5
+MAX_FINETUNE_RUNS = 50
+# Pre-training's time budget per job type when none is given: it stops early (keeping the best
+# epoch) rather than hold a retraining task for as long as a large store would take.
+DEFAULT_TRAIN_BUDGET_S = 120.0
 
 # Loaded models (and Ernest fits, and models found unreadable) keyed by what identifies them
 # in the store, so a new Bellamy object in the same process does not load them again.
@@ -365,7 +377,10 @@ class Bellamy:
         """Pre-train a general model per job type, store it, promote it if it is not worse.
 
         ``job_type="all"``: one model on every job type's runs, for job types without a model
-        of their own (see the module docstring).
+        of their own (see the module docstring). ``time_budget_s``: per job type, default
+        ``DEFAULT_TRAIN_BUDGET_S``. It trains on a window of the history, not all of it: the
+        newest ``TRAINING_RUNS_PER_SCALE_OUT`` runs of each context and scale-out, at most
+        ``MAX_TRAINING_RUNS`` of them (the newest).
 
         The newest ``holdout_fraction`` of a job type's successful runs that the active
         model has not seen are held out; candidate and active model are compared on
@@ -382,6 +397,8 @@ class Bellamy:
             or time_budget_s <= 0
         ):
             raise InvalidInputError("time_budget_s", time_budget_s, "must be a number of seconds > 0")
+        if time_budget_s is None:
+            time_budget_s = DEFAULT_TRAIN_BUDGET_S
         with self.store.read("listing job types") as session:
             if session is None:
                 known: list[str] = []
@@ -427,18 +444,26 @@ class Bellamy:
         from airflow_provider_bellamy.model import RuntimeModel
 
         started = time.monotonic()
+        selected = None if job_type == ALL_JOB_TYPES else job_type
         with self.store.read("loading training runs") as session:
             assert session is not None
-            runs = RunRepository(session).training_runs(None if job_type == ALL_JOB_TYPES else job_type)
+            run_repo = RunRepository(session)
+            total, newest = run_repo.training_summary(selected)
             active = ModelRepository(session).active(job_type)
             latest = ModelRepository(session).latest(job_type)
-        newest = runs[-1].id
-        if (
-            latest is not None
-            and not force
-            and latest.metrics.get("data_newest_run_id") == newest
-            and latest.metrics.get("data_rows") == len(runs)
-        ):
+            if (
+                latest is not None
+                and not force
+                and latest.metrics.get("data_newest_run_id") == newest
+                and latest.metrics.get("data_rows") == total
+            ):
+                runs: list[Run] = []
+            else:
+                runs = run_repo.recent_training_runs(
+                    selected, per_scale_out=TRAINING_RUNS_PER_SCALE_OUT, limit=MAX_TRAINING_RUNS
+                )
+        if not runs:
+            assert latest is not None
             # Also when the latest was kept as a candidate: the same runs would give the same verdict.
             return TrainReport(
                 job_type,
@@ -456,8 +481,9 @@ class Bellamy:
             _runs_frame(train_runs), seed=seed, time_budget_s=time_budget_s, config=config
         )
         metrics: dict[str, Any] = {
-            "data_rows": len(runs),
+            "data_rows": total,
             "data_newest_run_id": newest,
+            "window_rows": len(runs),
             "train_rows": len(train_runs),
             "holdout_rows": len(held),
             "holdout_mre": None,
@@ -550,6 +576,37 @@ class Bellamy:
                 mv.to_dict()
                 for mv in ModelRepository(session).list(job_type=job_type, scope=scope, status=status)
             ]
+
+    def prune_models(self, *, keep: int = 3, job_type: str | None = None) -> dict[str, Any]:
+        """Delete the model versions nothing uses (see :meth:`ModelRepository.prune`): never an
+        active general version, nor a context's copy of it; ``keep`` older general versions per
+        job type stay for rollback. Returns what was deleted, per scope, and the files removed."""
+        keep = _positive_int(keep, "keep", minimum=0)
+        if job_type is not None:
+            job_type = validate_label(job_type, "job_type")
+
+        def work(session: Session) -> list[dict[str, Any]]:
+            return [
+                {"id": mv.id, "label": mv.label, "scope": mv.scope, "weights_path": mv.weights_path}
+                for mv in ModelRepository(session).prune(keep=keep, job_type=job_type)
+            ]
+
+        if not self.store.ensure_schema(write=False):
+            return {"general": 0, "context": 0, "files": 0, "deleted": []}
+        deleted = self.store.write(work, what="pruning model versions")
+        files = {d["weights_path"] for d in deleted if d["weights_path"]}
+        if files:
+            with self.store.read("checking model files") as session:
+                assert session is not None
+                still_used = ModelRepository(session).referenced_weight_files(files)
+            for path in sorted(files - still_used):
+                Path(path).unlink(missing_ok=True)
+        return {
+            "general": sum(d["scope"] == "general" for d in deleted),
+            "context": sum(d["scope"] == "context" for d in deleted),
+            "files": len(files) - len(files & still_used) if files else 0,
+            "deleted": [d["label"] for d in deleted],
+        }
 
     def promote(self, version_id: int) -> dict[str, Any]:
         """Make a stored model version the active one of its job type (atomic)."""
@@ -823,10 +880,12 @@ class Bellamy:
                     )
                 except ModelFileError:
                     pass  # only a cache: fine-tune again below
-            ctx_runs = runs.training_runs(req.job_type, fingerprint=req.fingerprint)
-        return self._finetune(req, general, base, ctx_runs)
+            ctx_runs = _context_window(runs, req)
+        return self._finetune(req, general, base, ctx_runs, count)
 
-    def _finetune(self, req: _Request, general: ModelVersion, base: Any, ctx_runs: list[Run]) -> _Resolved:
+    def _finetune(
+        self, req: _Request, general: ModelVersion, base: Any, ctx_runs: list[Run], count: int
+    ) -> _Resolved:
         frame = _runs_frame(ctx_runs)
         tuned_model = base.finetune(frame)
         weights = tuned_model.to_bytes()
@@ -839,7 +898,8 @@ class Bellamy:
                 context_fingerprint=req.fingerprint,
                 parent_id=general.id,
                 weights=weights,
-                train_rows=len(ctx_runs),
+                # all of the context's runs (the cache check compares it), not only those read
+                train_rows=count,
                 newest_run_id=ctx_runs[-1].id,
                 metrics={"scale_outs": sorted({r.scale_out for r in ctx_runs}), "context": req.context},
                 status="active",
@@ -861,7 +921,7 @@ class Bellamy:
         key = ("ernest", self._store_key, req.job_type, req.fingerprint, count, newest)
         fitted = _cache_get(key)
         if fitted is None:
-            ctx_runs = runs.training_runs(req.job_type, fingerprint=req.fingerprint) if count else []
+            ctx_runs = _context_window(runs, req) if count else []
             distinct = sorted({r.scale_out for r in ctx_runs})
             model = None
             if len(distinct) >= 2:
@@ -896,6 +956,32 @@ class Bellamy:
             if session is None:
                 return []
             return [d.to_dict() for d in DecisionRepository(session).list(job_type=job_type, limit=limit)]
+
+    def prune_decisions(self, older_than: dt.timedelta | float, *, keep_linked: bool = False) -> int:
+        """Delete the decisions made more than ``older_than`` (a timedelta, or seconds) ago;
+        returns how many. Their runs stay, unlinked; ``keep_linked`` keeps the decisions that
+        led to a recorded run. Deleted in batches, each its own short transaction, so launches
+        recording decisions meanwhile are not held up."""
+        seconds = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds)
+            or seconds <= 0
+        ):
+            raise InvalidInputError("older_than", older_than, "must be a duration > 0")
+        cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)
+        if not self.store.ensure_schema(write=False):
+            return 0
+        deleted = 0
+        while True:
+            done = self.store.write(
+                lambda s: DecisionRepository(s).prune_batch(cutoff, keep_linked=keep_linked),
+                what="pruning decisions",
+            )
+            deleted += done
+            if done == 0:
+                return deleted
 
     def get_decision(self, decision_id: int) -> SizingDecision:
         decision_id = _positive_int(decision_id, "decision_id")
@@ -1214,6 +1300,16 @@ def _provenance(value: Any) -> dict[str, Any]:
     if not _missing(value.get("try_number")):
         out["try_number"] = _int_at_least(value["try_number"], "provenance.try_number", 0, "provenance")
     return out
+
+
+def _context_window(runs: RunRepository, req: _Request) -> list[Run]:
+    """The newest runs of a request's context that fine-tuning (or Ernest) reads, oldest first."""
+    return runs.recent_training_runs(
+        req.job_type,
+        fingerprint=req.fingerprint,
+        per_scale_out=FINETUNE_RUNS_PER_SCALE_OUT,
+        limit=MAX_FINETUNE_RUNS,
+    )
 
 
 def _runs_frame(rows: Sequence[Run], *, provenance: bool = False) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""`bellamy benchmark accuracy|sizing`: the measured figures docs/benchmarks.md quotes."""
+"""`bellamy benchmark accuracy|sizing|speed|overhead|scale`: the measured figures docs/benchmarks.md quotes."""
 
 from __future__ import annotations
 
@@ -46,6 +46,25 @@ def register(subparsers: Any) -> None:
 
     add_overhead(sub)
     add_imports(sub)
+
+    sca = sub.add_parser(
+        "scale", help="size(), record, train() and listing as a store grows to 10^6 runs (SQLite, PostgreSQL)"
+    )
+    sca.add_argument("--runs", default="1000000", help="runs to store at the end (measured at each decade)")
+    sca.add_argument("--contexts", default="300", help="distinct contexts the runs are spread over")
+    sca.add_argument(
+        "--store-url",
+        dest="scale_store_url",
+        default=None,
+        help="an empty store to fill (default: a temporary SQLite file, deleted afterwards)",
+    )
+    sca.add_argument("--force", action="store_true", help="fill a store that already holds runs")
+    sca.add_argument("--samples", default="10", help="contexts (launches) measured per decade")
+    sca.add_argument(
+        "--train-budget", type=float, default=None, help="seconds for train() (default: train()'s default)"
+    )
+    sca.add_argument("--json", dest="json_path", default=None, help="write the results as JSON here")
+    sca.set_defaults(func=_scale)
 
 
 def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +138,29 @@ def _speed(args: argparse.Namespace) -> int:
 
     report = run_speed(samples=args.samples, progress=_progress())
     render_speed(report)
+    if args.json_path:
+        write_json(report, args.json_path)
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.benchmarks.accuracy import write_json
+    from airflow_provider_bellamy.benchmarks.scale import render_scale, run_scale
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+
+    url = args.scale_store_url
+    if args.store_url is not None and url is not None and args.store_url != url:
+        raise InvalidInputError("--store-url", url, f"differs from the global --store-url {args.store_url!r}")
+    report = run_scale(
+        args.runs,
+        args.contexts,
+        store_url=url if url is not None else args.store_url,
+        force=args.force,
+        samples=args.samples,
+        train_budget_s=args.train_budget,
+        progress=_progress(),
+    )
+    render_scale(report)
     if args.json_path:
         write_json(report, args.json_path)
     return 0

@@ -1,4 +1,4 @@
-"""`bellamy decisions list|show`: the stored sizing decisions, for auditing."""
+"""`bellamy decisions list|show|prune`: the stored sizing decisions, for auditing."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def register(subparsers: Any) -> None:
     show = sub.add_parser("show", help="one decision with every candidate, as JSON")
     show.add_argument("decision_id", type=int, metavar="DECISION_ID")
     show.set_defaults(func=_show)
+    pr = sub.add_parser("prune", help="delete decisions older than a duration (their runs stay)")
+    pr.add_argument(
+        "--older-than", required=True, metavar="DURATION", help="e.g. 90d, 12h, 2w, 1d12h (s, m, h, d, w)"
+    )
+    pr.add_argument(
+        "--keep-linked", action="store_true", help="keep the decisions that led to a recorded run"
+    )
+    pr.set_defaults(func=_prune)
 
 
 def _fmt(value: float | None, unit: str = "s") -> str:
@@ -73,4 +81,14 @@ def _show(args: argparse.Namespace) -> int:
 
     decision = Bellamy(args.store_url).get_decision(args.decision_id)
     print(json.dumps(decision.to_dict(), indent=2, default=str))
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.cli._args import parse_duration
+    from airflow_provider_bellamy.facade import Bellamy
+
+    older_than = parse_duration(args.older_than, "--older-than")
+    deleted = Bellamy(args.store_url).prune_decisions(older_than, keep_linked=args.keep_linked)
+    print(f"deleted {deleted} decision(s) older than {older_than}")
     return 0

@@ -1,4 +1,4 @@
-"""`bellamy models list|promote|rollback`: the stored model versions and which one is active."""
+"""`bellamy models list|promote|rollback|prune`: the stored model versions and which one is active."""
 
 from __future__ import annotations
 
@@ -19,6 +19,18 @@ def register(subparsers: Any) -> None:
     rb = sub.add_parser("rollback", help="re-activate the version that was active before the current one")
     rb.add_argument("job_type", metavar="JOB_TYPE")
     rb.set_defaults(func=_rollback)
+    pr = sub.add_parser(
+        "prune",
+        help="delete model versions nothing uses: never an active version nor a context's copy of it",
+    )
+    pr.add_argument(
+        "--keep",
+        type=int,
+        default=3,
+        help="older general versions kept per job type, for rollback (default 3)",
+    )
+    pr.add_argument("--job-type", default=None)
+    pr.set_defaults(func=_prune)
 
 
 def _mre(value: Any) -> str:
@@ -68,4 +80,18 @@ def _rollback(args: argparse.Namespace) -> int:
 
     mv = Bellamy(args.store_url).rollback(args.job_type)
     print(f"rolled back: active model of {mv['job_type']} is now {mv['label']} (id {mv['id']})")
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+    from airflow_provider_bellamy.facade import Bellamy
+
+    if args.keep < 0:
+        raise InvalidInputError("--keep", args.keep, "must be >= 0")
+    done = Bellamy(args.store_url).prune_models(keep=args.keep, job_type=args.job_type)
+    print(
+        f"deleted {done['general']} general version(s) and {done['context']} fine-tuned cop(ies); "
+        f"{done['files']} weight file(s) removed"
+    )
     return 0

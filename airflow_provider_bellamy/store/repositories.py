@@ -167,6 +167,48 @@ class RunRepository:
             stmt = stmt.where(Run.id <= up_to_id)
         return list(self.session.scalars(stmt.order_by(Run.id)))
 
+    def recent_training_runs(
+        self,
+        job_type: str | None,
+        *,
+        per_scale_out: int,
+        limit: int,
+        fingerprint: str | None = None,
+    ) -> list[Run]:
+        """The newest successful runs: at most ``per_scale_out`` of each (job type, context,
+        scale-out), and of those the ``limit`` newest; oldest first.
+
+        What training and fine-tuning read instead of the whole history, so that their cost
+        stops growing with the store: every context and scale-out keeps its newest runs, and
+        repetitions beyond them (the bulk of a year of daily runs) are left out, oldest first.
+        The selection runs in the database (``ix_runs_context`` covers it); only the chosen
+        rows come back.
+        """
+        rank = (
+            sa.func.row_number()
+            .over(
+                partition_by=(Run.job_type, Run.context_fingerprint, Run.scale_out),
+                order_by=Run.id.desc(),
+            )
+            .label("rank")
+        )
+        ranked = sa.select(Run.id.label("id"), rank).where(
+            Run.status == "success", Run.excluded_reason.is_(None)
+        )
+        if job_type is not None:
+            ranked = ranked.where(Run.job_type == job_type)
+        if fingerprint is not None:
+            ranked = ranked.where(Run.context_fingerprint == fingerprint)
+        window = ranked.subquery()
+        chosen = (
+            sa.select(window.c.id)
+            .where(window.c.rank <= per_scale_out)
+            .order_by(window.c.id.desc())
+            .limit(limit)
+        ).subquery()
+        stmt = sa.select(Run).join(chosen, Run.id == chosen.c.id).order_by(Run.id)
+        return list(self.session.scalars(stmt))
+
     def runs_since(self, after_id: int, *, job_type: str | None = None) -> list[Run]:
         """Every run (any status) recorded after row ``after_id``, oldest first."""
         stmt = sa.select(Run).where(Run.id > after_id)
@@ -174,11 +216,16 @@ class RunRepository:
             stmt = stmt.where(Run.job_type == job_type)
         return list(self.session.scalars(stmt.order_by(Run.id)))
 
-    def training_summary(self, job_type: str, fingerprint: str | None = None) -> tuple[int, int | None]:
-        """(number of successful runs, newest of their row ids) of a job type or one of its contexts."""
+    def training_summary(
+        self, job_type: str | None, fingerprint: str | None = None
+    ) -> tuple[int, int | None]:
+        """(number of successful runs, newest of their row ids) of a job type (None: every job
+        type) or one of its contexts."""
         stmt = sa.select(sa.func.count(Run.id), sa.func.max(Run.id)).where(
-            Run.job_type == job_type, Run.status == "success", Run.excluded_reason.is_(None)
+            Run.status == "success", Run.excluded_reason.is_(None)
         )
+        if job_type is not None:
+            stmt = stmt.where(Run.job_type == job_type)
         if fingerprint is not None:
             stmt = stmt.where(Run.context_fingerprint == fingerprint)
         count, newest = self.session.execute(stmt).one()
@@ -392,6 +439,65 @@ class ModelRepository:
             self.session.execute(sa.delete(ModelVersion).where(ModelVersion.id.in_(doomed)))
         return len(doomed)
 
+    def prune(self, *, keep: int, job_type: str | None = None) -> list[ModelVersion]:
+        """Delete model versions nothing uses; returns the deleted rows (their files are the caller's).
+
+        Kept: every active general version, the ``keep`` newest other general versions of each
+        job type (what ``rollback`` and a later ``promote`` can go back to), and each context's
+        active fine-tuned copy of the active general version (the copy ``size`` uses). Deleted:
+        older general versions and every other fine-tuned copy (retired ones, and copies of a
+        general version that is no longer active: ``size`` would fine-tune again anyway).
+        Decisions keep the deleted model's label; only their id link is cleared.
+        """
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise InvalidInputError("keep", keep, "must be an integer >= 0")
+        stmt = sa.select(ModelVersion)
+        if job_type is not None:
+            stmt = stmt.where(ModelVersion.job_type == job_type)
+        rows = list(self.session.scalars(stmt.order_by(ModelVersion.id.desc())))
+        active_general = {r.job_type: r.id for r in rows if r.scope == "general" and r.status == "active"}
+        doomed: list[ModelVersion] = []
+        kept_per_job: dict[str, int] = {}
+        for row in rows:
+            if row.scope == "general":
+                if row.status == "active":
+                    continue
+                kept_per_job[row.job_type] = kept_per_job.get(row.job_type, 0) + 1
+                if kept_per_job[row.job_type] <= keep:
+                    continue
+            elif row.status == "active" and row.parent_id == active_general.get(row.job_type):
+                continue
+            doomed.append(row)
+        doomed_ids = {r.id for r in doomed}
+        # A kept fine-tuned copy's parent is its job type's active version: never doomed. A doomed
+        # general version's copies are doomed too (their parent is not active), so no dangling parent.
+        assert not any(r.parent_id in doomed_ids for r in rows if r.id not in doomed_ids)
+        ids = sorted(doomed_ids)
+        for start in range(0, len(ids), 500):
+            batch = ids[start : start + 500]
+            self.session.execute(
+                sa.update(Decision).where(Decision.model_version_id.in_(batch)).values(model_version_id=None)
+            )
+        # Children (fine-tuned copies) before their parents, for the parent_id foreign key.
+        for scope in ("context", "general"):
+            scoped = [r.id for r in doomed if r.scope == scope]
+            for start in range(0, len(scoped), 500):
+                self.session.execute(
+                    sa.delete(ModelVersion).where(ModelVersion.id.in_(scoped[start : start + 500]))
+                )
+        return doomed
+
+    def referenced_weight_files(self, paths: Iterable[str]) -> set[str]:
+        """Those of ``paths`` that a stored version still keeps its weights in."""
+        wanted = sorted(set(paths))
+        if not wanted:
+            return set()
+        return set(
+            self.session.scalars(
+                sa.select(ModelVersion.weights_path).where(ModelVersion.weights_path.in_(wanted)).distinct()
+            )
+        )
+
     def latest(self, job_type: str, *, scope: str = "general") -> ModelVersion | None:
         """The most recently created version of a lineage, whatever its status."""
         stmt = (
@@ -500,6 +606,22 @@ class DecisionRepository:
         if limit is not None:
             stmt = stmt.limit(limit)
         return list(self.session.scalars(stmt))
+
+    def prune_batch(self, older_than: dt.datetime, *, keep_linked: bool, batch: int = 5000) -> int:
+        """Delete up to ``batch`` decisions made before ``older_than``; returns how many went.
+
+        The runs they led to stay (they are training data); their ``decision_id`` is cleared so
+        nothing points at a deleted decision. ``keep_linked`` keeps the decisions linked to a run.
+        """
+        stmt = sa.select(Decision.id).where(Decision.created_at < older_than)
+        if keep_linked:
+            stmt = stmt.where(Decision.run_row_id.is_(None))
+        ids = list(self.session.scalars(stmt.order_by(Decision.created_at).limit(batch)))
+        if not ids:
+            return 0
+        self.session.execute(sa.update(Run).where(Run.decision_id.in_(ids)).values(decision_id=None))
+        self.session.execute(sa.delete(Decision).where(Decision.id.in_(ids)))
+        return len(ids)
 
     def try_link(self, decision_id: int, run_row_id: int) -> bool:
         """Link when both rows exist and agree on the job type; False (nothing changed) otherwise."""

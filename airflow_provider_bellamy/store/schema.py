@@ -112,7 +112,17 @@ class Run(Base):
             postgresql_where=sa.text("source = 'observed'"),
         ),
         sa.Index("ix_runs_training", "job_type", "status", "id"),
-        sa.Index("ix_runs_context", "job_type", "context_fingerprint", "status", "id"),
+        # Covers the launch path's look-ups of one context (its count and newest run, its newest
+        # runs per scale-out) and training's window of a job type's newest runs per context and
+        # scale-out, without reading table rows.
+        sa.Index("ix_runs_context", "job_type", "context_fingerprint", "status", "scale_out", "id"),
+        # Pruning a decision clears the runs that point at it (partial: most runs point nowhere).
+        sa.Index(
+            "ix_runs_decision",
+            "decision_id",
+            sqlite_where=sa.text("decision_id IS NOT NULL"),
+            postgresql_where=sa.text("decision_id IS NOT NULL"),
+        ),
         sa.Index("ix_runs_dataset", "source", "dataset"),
         # Operators look up a cluster job (Spark app id, Flink job id) and a task's past runtimes.
         sa.Index("ix_runs_external", "framework", "external_id"),
@@ -179,6 +189,7 @@ class ModelVersion(Base):
             postgresql_where=sa.text("status = 'active' AND scope = 'context'"),
         ),
         sa.Index("ix_model_lookup", "job_type", "scope", "status"),
+        sa.Index("ix_model_parent", "parent_id"),
     )
 
     @property
@@ -233,6 +244,12 @@ class Decision(Base):
     __table_args__ = (
         sa.Index("ix_decisions_job", "job_type", "id"),
         sa.Index("ix_decisions_airflow", "dag_id", "task_id", "run_id"),
+        # Retention (`bellamy decisions prune --older-than`) deletes by age.
+        sa.Index("ix_decisions_created", "created_at"),
+        # Deleting a model version clears the decisions that name it (fine-tuning prunes old
+        # copies on the launch path): without these a scan of every decision.
+        sa.Index("ix_decisions_model", "model_version_id"),
+        sa.Index("ix_decisions_run", "run_row_id"),
     )
 
     def to_dict(self) -> dict[str, Any]:

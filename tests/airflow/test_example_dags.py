@@ -4,11 +4,13 @@ calls replaced by capturing the request each operator would send)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 
 from tests.fixtures.airflow import example_dag, task_states, xcom_value
+from tests.store.conftest import add_decision
 
 LOCAL = {
     "machine_type": "loopback-1c1g",
@@ -68,10 +70,16 @@ def test_retraining_dag_trains_then_reports_up_to_date(airflow_db: str, bellamy_
     from airflow_provider_bellamy.datasets import load_traces
 
     bellamy_store.record_runs(load_traces("bell", "grep"))
+    old = add_decision(bellamy_store.store, age=dt.timedelta(days=400))
+    recent = add_decision(bellamy_store.store, age=dt.timedelta(days=1))
     dag = example_dag("bellamy_retraining")
     conf = {"job_types": "grep", "time_budget_s": 15}
     first = dag.test(run_conf=conf)
-    assert task_states(first) == {"train": "success", "summarize": "success"}
+    assert task_states(first) == {"train": "success", "summarize": "success", "prune": "success"}
+    # retention ran after training: the year-old decision went, the new model stayed
+    assert xcom_value(first, "prune") == {"general_models": 0, "context_models": 0, "decisions": 1}
+    assert [d["id"] for d in bellamy_store.list_decisions()] == [recent]
+    assert old != recent
     reports = xcom_value(first, "train")
     assert [(r["job_type"], r["outcome"]) for r in reports] == [("grep", "promoted")]
     assert reports[0]["metrics"] and reports[0]["train_rows"] > 0

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pytest
 
 from airflow_provider_bellamy.facade import Bellamy
-from airflow_provider_bellamy.store import Store
+from airflow_provider_bellamy.store import DecisionRepository, Store
 
 
 @pytest.fixture
@@ -38,3 +39,21 @@ def observed_run(**overrides: Any) -> dict[str, Any]:
     }
     run.update(overrides)
     return run
+
+
+def add_decision(store: Store, *, age: dt.timedelta = dt.timedelta(0), **overrides: Any) -> int:
+    """Store a minimal sizing decision made ``age`` ago; returns its id."""
+    values: dict[str, Any] = {
+        "job_type": "grep",
+        "context": {"a": 1},
+        "context_fingerprint": "f" * 32,
+        "candidates": [],
+        "confidence": 0.9,
+        "objective": "min_scale_out",
+        "chosen_scale_out": 4,
+        "feasible": True,
+        "reason": "test",
+        "created_at": dt.datetime.now(dt.timezone.utc) - age,
+        **overrides,
+    }
+    return store.write(lambda s: DecisionRepository(s).add(values).id)

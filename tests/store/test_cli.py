@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.facade import Bellamy
-from airflow_provider_bellamy.store import DecisionRepository, ModelRepository, Store
+from airflow_provider_bellamy.store import HEAD_REVISION, DecisionRepository, ModelRepository, Store
 
 
 @pytest.fixture(autouse=True)
@@ -21,9 +21,9 @@ def test_db_current_and_upgrade(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["--store-url", url, "db", "current"]) == 1
     assert "missing" in capsys.readouterr().out
     assert main(["--store-url", url, "db", "upgrade"]) == 0
-    assert "<none> -> 0002_run_timing" in capsys.readouterr().out
+    assert f"<none> -> {HEAD_REVISION}" in capsys.readouterr().out
     assert main(["--store-url", url, "db", "upgrade"]) == 0
-    assert "already at schema revision 0002_run_timing" in capsys.readouterr().out
+    assert f"already at schema revision {HEAD_REVISION}" in capsys.readouterr().out
     assert main(["--store-url", url, "db", "current"]) == 0
     assert "current: up to date" in capsys.readouterr().out
 

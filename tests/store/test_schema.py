@@ -87,10 +87,10 @@ def _with_newer_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pretend the code ships a second migration (a new column) that the store lacks."""
     migrations = tmp_path / "migrations"
     shutil.copytree(store_module.MIGRATIONS_DIR, migrations)
-    (migrations / "versions" / "0099_test_note.py").write_text(
+    (migrations / "versions" / "9999_test_note.py").write_text(
         '"""add a column"""\n'
         "import sqlalchemy as sa\nfrom alembic import op\n\n"
-        'revision = "0099_test_note"\ndown_revision = "0002_run_timing"\n'
+        f'revision = "9999_test_note"\ndown_revision = "{HEAD_REVISION}"\n'
         "branch_labels = None\ndepends_on = None\n\n\n"
         "def upgrade():\n"
         '    with op.batch_alter_table("runs") as batch:\n'
@@ -100,7 +100,7 @@ def _with_newer_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         '        batch.drop_column("note")\n'
     )
     monkeypatch.setattr(store_module, "MIGRATIONS_DIR", migrations)
-    monkeypatch.setattr(store_module, "HEAD_REVISION", "0099_test_note")
+    monkeypatch.setattr(store_module, "HEAD_REVISION", "9999_test_note")
     forget_verified()
 
 
@@ -121,9 +121,9 @@ def test_outdated_store_is_detected_and_upgraded_on_request(
         with pytest.raises(SchemaOutdatedError, match=r"bellamy .*db upgrade"):
             action()
     # The read path did not migrate anything.
-    assert new.schema_status().revision == "0002_run_timing"
+    assert new.schema_status().revision == HEAD_REVISION
 
-    assert new.upgrade() == ("0002_run_timing", "0099_test_note")
+    assert new.upgrade() == (HEAD_REVISION, "9999_test_note")
     with new.store.engine.connect() as conn:
         assert "note" in {c["name"] for c in sa.inspect(conn).get_columns("runs")}
     assert [r["id"] for r in new.list_runs()] == [run_id]  # nothing lost by the migration
