@@ -28,6 +28,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     ernest_predict,
     held_out_tasks,
     pretrain,
+    protocol_title,
     render_skipped,
 )
 from airflow_provider_bellamy.records import validate_confidence
@@ -193,7 +194,7 @@ def render_accuracy(report: dict[str, Any]) -> None:
         return "—" if v is None else f"{100 * v:.2f}%"
 
     table = Table(
-        title=f"Mean relative error, {report['dataset']} ({report['seeds']} seed(s){', quick' if report['quick'] else ''})"
+        title=f"Mean relative error, {report['dataset']}{protocol_title(report)} ({report['seeds']} seed(s){', quick' if report['quick'] else ''})"
     )
     table.add_column("algorithm")
     table.add_column("model")

@@ -136,6 +136,11 @@ def render_skipped(report: dict[str, Any]) -> None:
             Console().print(f"[yellow]left out[/yellow] {job} {value}: {why}")
 
 
+def protocol_title(report: dict[str, Any]) -> str:
+    """The protocol for a report's title, where the report names one (not a bundled set's default)."""
+    return f", {report['protocol']}" if report.get("protocol") else ""
+
+
 def benchmark_runs(
     dataset: str = "c3o", *, traces: str | Path | None = None, protocol: str | None = None
 ) -> BenchmarkRuns:

@@ -33,6 +33,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     draw_points,
     held_out_tasks,
     pretrain,
+    protocol_title,
     render_skipped,
 )
 from airflow_provider_bellamy.decisions import Prediction
@@ -316,7 +317,7 @@ def render_sizing(report: dict[str, Any]) -> None:
 
     console = Console()
     table = Table(
-        title=f"Sizing replay, {report['dataset']}, requested confidence {report['confidence']:.0%} "
+        title=f"Sizing replay, {report['dataset']}{protocol_title(report)}, requested confidence {report['confidence']:.0%} "
         f"({report['seeds']} seed(s){', quick' if report['quick'] else ''}; k = fine-tuning runs)"
     )
     table.add_column("policy")
