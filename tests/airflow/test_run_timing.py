@@ -22,6 +22,7 @@ from airflow_provider_bellamy.hooks.spark_timing import (
     timing_from_grants,
     timing_from_history,
 )
+from airflow_provider_bellamy.store import HEAD_REVISION
 
 
 def test_queueing_before_the_first_executor_is_not_runtime() -> None:
