@@ -194,7 +194,9 @@ def _raw_kind(value: Any) -> str | None:
         value = value.item()
     if isinstance(value, (int, float)):
         return NUMBER
-    return "numeric text" if _DECIMAL.fullmatch(str(value).strip()) else TEXT
+    text = str(value).strip()
+    # "nan"/"inf" read as numbers here, so that conform_property refuses them by name
+    return "numeric text" if _DECIMAL.fullmatch(text) or text.lower() in _NON_FINITE else TEXT
 
 
 def batch_kinds(contexts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:

@@ -205,6 +205,9 @@ def test_new_properties_take_their_kind_from_the_batch(tmp_path: Path) -> None:
         b.record_runs(
             [{**base, "job_type": "pr", "iterations": 10}, {**base, "job_type": "pr", "iterations": "ten"}]
         )
+    # "nan" next to numbers given as text is no text property: refused as NaN
+    with pytest.raises(InvalidInputError, match=r"runs row 1: context\.cores='nan': must be a finite number"):
+        b.record_runs([{**base, "job_type": "pr", "cores": "8"}, {**base, "job_type": "pr", "cores": "nan"}])
     assert b.count_runs() == 2
 
 
