@@ -768,7 +768,6 @@ class Bellamy:
         from airflow_provider_bellamy import sizing
 
         job = _job_type(job_type)
-        conform_context(context, where="context")  # bad input is refused before the store is read
         candidates = sizing.validate_scale_outs(scale_outs)  # lists, tuples, ranges, arrays, Series
         conf = sizing.validate_confidence(confidence)
         fw = None if framework is None else validate_label(framework, "framework").lower()

@@ -200,7 +200,9 @@ def _raw_kind(value: Any) -> str | None:
         value = value.item()
     if isinstance(value, (int, float)):
         return NUMBER
-    return "numeric text" if _DECIMAL.fullmatch(str(value).strip()) else TEXT
+    text = str(value).strip()
+    # "nan"/"inf" read as numbers here, so that conform_property refuses them by name
+    return "numeric text" if _DECIMAL.fullmatch(text) or text.lower() in _NON_FINITE else TEXT
 
 
 def batch_kinds(contexts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
@@ -397,29 +399,33 @@ def validate_runs(
 def check_complete_properties(
     frame: pd.DataFrame, *, where: str = "runs", lines: Sequence[int] | None = None
 ) -> None:
-    """Refuse a frame of new runs where a property is empty (NaN) in some runs of a job type and
-    given in others: dropping it would silently file those runs under another context.
+    """Refuse a frame of new runs where a property is empty (NaN) in a run while another run of
+    the job type with the same other properties gives it: dropping the empty value would
+    silently file the run under another context than its twin's.
 
-    Runs of one job type from different data sets (the ``dataset`` column) may have different
-    property sets. ``lines`` maps row positions to file lines for the messages.
+    A run whose other properties differ is another context, which may lack the property (a job
+    type's runs may have different property sets, as an export of them does). ``lines`` maps
+    row positions to file lines for the messages.
     """
     if "job_type" not in frame.columns:
         return
-    groups = frame["job_type"].astype(str).str.strip()
-    if "dataset" in frame.columns:
-        groups = groups + "\x1f" + frame["dataset"].astype(str)
-    group_list = groups.tolist()
-    for col in context_columns(frame.columns):
-        missing = frame[col].isna().tolist()
-        given = {g for g, m in zip(group_list, missing, strict=True) if not m}
-        for pos, (group, is_missing) in enumerate(zip(group_list, missing, strict=True)):
-            if is_missing and group in given:
-                loc = f"{where} line {lines[pos]}" if lines is not None else f"{where} row {pos}"
-                job = group.split("\x1f")[0]
+    columns = context_columns(frame.columns)
+    keyed = frame[["job_type", *columns]].astype(object).where(frame[["job_type", *columns]].notna(), None)
+    for col in columns:
+        missing = frame[col].isna()
+        if not missing.any() or missing.all():
+            continue
+        others = ["job_type", *(c for c in columns if c != col)]
+        given = set(keyed.loc[~missing, others].itertuples(index=False, name=None))
+        for pos in missing[missing].index:
+            if tuple(keyed.loc[pos, others]) in given:
+                row = frame.index.get_loc(pos)
+                loc = f"{where} line {lines[row]}" if lines is not None else f"{where} row {row}"
                 raise InvalidInputError(
                     col,
                     "<empty>",
-                    f"has no value while other runs of job type {job!r} have one; give it (an empty "
-                    "property would file this run under another context), or leave the column out",
+                    f"has no value while another run of job type {frame['job_type'][pos]!r} with the "
+                    "same other properties has one; give it (an empty property would file this run "
+                    "under another context), or leave the column out",
                     where=loc,
                 )

@@ -90,10 +90,13 @@ def test_a_frame_with_nan_in_some_runs_of_a_job_type_is_refused(tmp_path: Path) 
     with pytest.raises(InvalidInputError, match="runs row 1: cores="):
         b.record_runs(frame)
     assert b.count_runs() == 0
-    # different job types (or data sets) may have different properties
-    frame["job_type"] = ["grep", "sort"]
+    # another context of the job type (here: another data size) may lack the property
+    frame["data_size_mb"] = [100.0, 200.0]
     assert len(b.record_runs(frame)) == 2
-    assert "cores" not in b.list_runs("sort")[0]["context"]
+    assert [r["context"] for r in b.list_runs("grep")] == [
+        {"data_size_mb": 200.0},
+        {"cores": 8.0, "data_size_mb": 100.0},
+    ]
 
 
 # ------------------------------------------------------------------------- D1: NaN and infinity
@@ -205,6 +208,9 @@ def test_new_properties_take_their_kind_from_the_batch(tmp_path: Path) -> None:
         b.record_runs(
             [{**base, "job_type": "pr", "iterations": 10}, {**base, "job_type": "pr", "iterations": "ten"}]
         )
+    # "nan" next to numbers given as text is no text property: refused as NaN
+    with pytest.raises(InvalidInputError, match=r"runs row 1: context\.cores='nan': must be a finite number"):
+        b.record_runs([{**base, "job_type": "pr", "cores": "8"}, {**base, "job_type": "pr", "cores": "nan"}])
     assert b.count_runs() == 2
 
 

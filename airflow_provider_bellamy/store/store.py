@@ -140,7 +140,11 @@ class Store:
 
     # ---------------------------------------------------------------- schema
 
-    def schema_status(self) -> SchemaStatus:
+    def schema_status(self, *, thorough: bool = True) -> SchemaStatus:
+        """Where the store's schema stands. ``thorough=False`` (the per-process check before use)
+        compares the live schema with the models only where a quick look at table, column, index
+        and constraint names finds a difference: Alembic's comparison costs more than the rest of
+        opening a store."""
         if self.sqlite_file is not None and not self.sqlite_file.exists():
             return SchemaStatus("missing", None)
         with translate_errors(self.url, "reading the schema version"), self.engine.connect() as conn:
@@ -156,6 +160,8 @@ class Store:
                     "foreign" if missing else "unversioned", None, differences=missing, extra=extra
                 )
             if revision == HEAD_REVISION:
+                if not thorough and _has_model_names(conn):
+                    return SchemaStatus("current", revision)
                 missing, extra = schema_differences(conn)
                 return SchemaStatus(
                     "drifted" if missing else "current", revision, differences=missing, extra=extra
@@ -241,16 +247,16 @@ class Store:
         """True when the store can be used; False on a read of a store that does not exist yet."""
         if self._key in _VERIFIED:
             return True
-        status = self.schema_status()
+        status = self.schema_status(thorough=False)
         if status.state in ("missing", "empty") and self.sqlite_file is not None:
             if not write:
                 return False
             self._make_folder()
             with self._migration_lock():
                 # Another process may have created it while this one waited for the lock.
-                if self.schema_status().state in ("missing", "empty"):
+                if self.schema_status(thorough=False).state in ("missing", "empty"):
                     self._upgrade_locked("head")
-            status = self.schema_status()
+            status = self.schema_status(thorough=False)
         if status.state == "current":
             with _VERIFIED_LOCK:
                 _VERIFIED.add(self._key)
@@ -393,6 +399,27 @@ def _compare(conn: sa.Connection) -> list[Any]:
         conn, opts={"version_table": VERSION_TABLE, "include_name": ours, "compare_type": False}
     )
     return list(compare_metadata(context, Base.metadata))
+
+
+def _has_model_names(conn: sa.Connection) -> bool:
+    """Every table, column, index and unique constraint of the models is there, by name."""
+    from airflow_provider_bellamy.store.schema import Base
+
+    inspector = sa.inspect(conn)
+    for table in Base.metadata.sorted_tables:
+        if not inspector.has_table(table.name):
+            return False
+        live_columns = {c["name"] for c in inspector.get_columns(table.name)}
+        live_indexes = {i["name"] for i in inspector.get_indexes(table.name)}
+        live_unique = {u["name"] for u in inspector.get_unique_constraints(table.name)}
+        unique = {c.name for c in table.constraints if isinstance(c, sa.UniqueConstraint)}
+        if not (
+            {c.name for c in table.columns} <= live_columns
+            and {i.name for i in table.indexes} <= live_indexes
+            and unique <= live_unique | live_indexes
+        ):
+            return False
+    return True
 
 
 def schema_differences(conn: sa.Connection) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -78,3 +78,12 @@ def test_an_extra_index_is_noted_not_refused(store_url: str, capsys: pytest.Capt
     assert main(["--store-url", store_url, "db", "current"]) == 0
     assert "note:     index ix_dba_own on runs is not the code's" in capsys.readouterr().out
     assert Bellamy(store_url).count_runs() == 3
+
+
+def test_a_dropped_table_is_named(store_url: str) -> None:
+    _altered(store_url, "DROP TABLE decisions")
+    with pytest.raises(SchemaOutdatedError, match="table decisions is missing"):
+        Bellamy(store_url).count_runs()
+    assert Store(store_url).upgrade() == (HEAD_REVISION, HEAD_REVISION)
+    assert Store(store_url).schema_status().state == "current"
+    assert Bellamy(store_url).count_runs() == 3
