@@ -290,8 +290,8 @@ class Bellamy:
         """Pre-train a general model per job type, store it, promote it if it is not worse.
 
         ``job_type="all"``: one model on every job type's runs, for job types without a model
-        of their own (see the module docstring). ``time_budget_s``: per job type, default
-        ``DEFAULT_TRAIN_BUDGET_S``. It trains on a window of the history, not all of it: the
+        of their own (see the module docstring). ``time_budget_s``: per job type, the whole
+        call's (reading the runs included), default ``DEFAULT_TRAIN_BUDGET_S``. It trains on a window of the history, not all of it: the
         newest ``TRAINING_RUNS_PER_SCALE_OUT`` runs of each context and scale-out, at most
         ``MAX_TRAINING_RUNS`` of them (the newest).
 
