@@ -77,6 +77,10 @@ MAX_FINETUNE_RUNS = 50
 # Pre-training's time budget per job type when none is given: it stops early (keeping the best
 # epoch) rather than hold a retraining task for as long as a large store would take.
 DEFAULT_TRAIN_BUDGET_S = 120.0
+# Of what is left of the budget when pre-training starts, the share kept for what follows it; and
+# the least pre-training gets, even when reading the runs took the whole budget.
+TRAIN_RESERVE = 0.15
+TRAIN_MIN_SHARE = 0.05
 
 # Loaded models (and Ernest fits, and models found unreadable) keyed by what identifies them
 # in the store, so a new Bellamy object in the same process does not load them again.
@@ -377,8 +381,8 @@ class Bellamy:
         """Pre-train a general model per job type, store it, promote it if it is not worse.
 
         ``job_type="all"``: one model on every job type's runs, for job types without a model
-        of their own (see the module docstring). ``time_budget_s``: per job type, default
-        ``DEFAULT_TRAIN_BUDGET_S``. It trains on a window of the history, not all of it: the
+        of their own (see the module docstring). ``time_budget_s``: per job type, the whole
+        call's (reading the runs included), default ``DEFAULT_TRAIN_BUDGET_S``. It trains on a window of the history, not all of it: the
         newest ``TRAINING_RUNS_PER_SCALE_OUT`` runs of each context and scale-out, at most
         ``MAX_TRAINING_RUNS`` of them (the newest).
 
@@ -477,8 +481,9 @@ class Bellamy:
         held = self._holdout(runs, active, holdout)
         held_ids = {r.id for r in held}
         train_runs = [r for r in runs if r.id not in held_ids]
+        frame = _runs_frame(train_runs)
         model = RuntimeModel.pretrain(
-            _runs_frame(train_runs), seed=seed, time_budget_s=time_budget_s, config=config
+            frame, seed=seed, time_budget_s=_pretrain_budget(time_budget_s, started), config=config
         )
         metrics: dict[str, Any] = {
             "data_rows": total,
@@ -1299,6 +1304,18 @@ def _provenance(value: Any) -> dict[str, Any]:
     if not _missing(value.get("try_number")):
         out["try_number"] = _int_at_least(value["try_number"], "provenance.try_number", 0, "provenance")
     return out
+
+
+def _pretrain_budget(budget_s: float | None, started: float) -> float | None:
+    """What is left of ``train()``'s budget for pre-training: the budget is the whole call's, so
+    reading the runs and importing torch (tens of seconds on a loaded machine) count against it,
+    and a share is kept for what follows (the hold-out comparison, storing the model)."""
+    if budget_s is None:
+        return None
+    from airflow_provider_bellamy.model import training  # noqa: F401 - torch: imported on the clock
+
+    left = budget_s - (time.monotonic() - started)
+    return max(TRAIN_MIN_SHARE * budget_s, (1.0 - TRAIN_RESERVE) * left)
 
 
 def _context_window(runs: RunRepository, req: _Request) -> list[Run]:
