@@ -185,9 +185,9 @@ def test_the_cli_refuses_an_unknown_protocol(capsys: pytest.CaptureFixture[str])
 
 @pytest.fixture(scope="module")
 def machine_types_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One sort context on each of C3O's three machine types."""
+    """One sort context on each of two of C3O's machine types: two pre-trainings per run."""
     path = tmp_path_factory.mktemp("transfer") / "machines.csv"
-    _sort_contexts(1).to_csv(path, index=False)
+    _sort_contexts(1).query("machine_type != 'r4.2xlarge'").to_csv(path, index=False)
     return path
 
 
@@ -201,7 +201,7 @@ def test_leave_machine_type_out_accuracy_reports_the_heuristic_beside_the_models
     assert (report["protocol"], report["held_out_dimension"]) == ("leave-machine-type-out", "machine_type")
     assert report["skipped_job_types"] == {} and report["skipped_held_out"] == {}
     assert list(report["results"]) == ["bellamy", "ernest", "gbm", "nearest_curves"]
-    assert report["timings"]["pretrains"] == 3
+    assert report["timings"]["pretrains"] == 2
     for model in ("bellamy", "gbm", "nearest_curves"):
         assert all(np.isfinite(report["results"][model][str(k)]) for k in range(6)), model
     assert report["per_algorithm"]["sort"]["nearest_curves"] == report["results"]["nearest_curves"]
@@ -216,6 +216,6 @@ def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(machine
     assert list(report["policies"]) == ["bellamy", "ernest", "gbm", "nearest_curves", "always_max", "oracle"]
     per_context = TARGETS_PER_CONTEXT["leave-machine-type-out"]
     for policy, stats in report["policies"].items():
-        assert stats["decisions"] == 3 * per_context * len(K_SIZING), policy
+        assert stats["decisions"] == 2 * per_context * len(K_SIZING), policy
         assert len(stats["interval_95"]["attainment"]) == 2
     assert report["policies"]["oracle"]["node_seconds_vs_oracle"] == 1.0
