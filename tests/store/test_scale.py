@@ -234,12 +234,22 @@ def _indexes(store: Store) -> dict[str, list[str]]:
         }
 
 
+def _before_0003() -> str:
+    """The revision 0003 follows (0001 on its branch; whatever the migrations are chained to)."""
+    from alembic.script import ScriptDirectory
+
+    previous = ScriptDirectory.from_config(alembic_config()).get_revision("0003_scale_indexes").down_revision  # type: ignore[arg-type]
+    assert isinstance(previous, str)
+    return previous
+
+
 def test_migration_0003_up_and_down_keeps_the_data(store_url: str) -> None:
+    previous = _before_0003()
     s = Store(store_url)
     if s.sqlite_file is not None:
         s.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
     with s.engine.begin() as conn:
-        command.upgrade(alembic_config(conn), "0001_initial")  # type: ignore[arg-type]
+        command.upgrade(alembic_config(conn), previous)  # type: ignore[arg-type]
     forget_verified()
     before = _indexes(s)
     assert before["ix_runs_context"] == ["job_type", "context_fingerprint", "status", "id"]
@@ -259,7 +269,7 @@ def test_migration_0003_up_and_down_keeps_the_data(store_url: str) -> None:
     ):
         assert name in after
     with s.engine.begin() as conn:
-        command.downgrade(alembic_config(conn), "0001_initial")  # type: ignore[arg-type]
+        command.downgrade(alembic_config(conn), previous)  # type: ignore[arg-type]
     forget_verified()
     assert _indexes(s) == before
     s.upgrade()
