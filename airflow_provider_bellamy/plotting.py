@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_bellamy.decisions import format_confidence
+
 
 def plot_decisions(
     decisions: Sequence[Mapping[str, Any]],
@@ -55,7 +57,7 @@ def plot_decisions(
                     [c["predicted_s"] for c in cands],
                     marker="o",
                     color=colour,
-                    label=f"{tag}: predicted ({model}), {decision['confidence']:.0%} band",
+                    label=f"{tag}: predicted ({model}), {format_confidence(decision['confidence'])} band",
                 )
             ax.scatter(
                 [decision["chosen_scale_out"]], [0], marker="^", s=80, color=colour, zorder=6, clip_on=False

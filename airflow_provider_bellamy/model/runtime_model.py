@@ -210,6 +210,7 @@ class RuntimeModel:
         time_budget_s: float | None = None,
         config: TrainingConfig | None = None,
         unseen_job_types: bool = True,
+        extrapolation: bool = True,
     ) -> RuntimeModel:
         """Pre-train a general model on runs of one or many job types across contexts.
 
@@ -217,6 +218,11 @@ class RuntimeModel:
         job type it never saw (a second ensemble, trained with whole job types held out; about as
         long again as the first). Without it such a job type gets the bands of the job types it was
         trained on, which are narrower than its error until its runs widen them.
+
+        ``extrapolation``: also calibrate the band of a context outside the training data (an
+        ensemble whose members hold out whole machine types, environments, the ends of a numeric
+        range; see ``_extrapolation_calibration``). Without it such a context gets the
+        uncalibrated wide band.
         """
         from airflow_provider_bellamy.model.training import TrainingConfig, single_thread
 
@@ -226,11 +232,19 @@ class RuntimeModel:
                 raise InvalidInputError("time_budget_s", time_budget_s, "must be a number of seconds > 0")
             cfg = TrainingConfig(**{**cfg.__dict__, "time_budget_s": float(time_budget_s)})
         with single_thread():
-            return cls._pretrain(runs, seed=seed, cfg=cfg, unseen_job_types=unseen_job_types)
+            return cls._pretrain(
+                runs, seed=seed, cfg=cfg, unseen_job_types=unseen_job_types, extrapolation=extrapolation
+            )
 
     @classmethod
     def _pretrain(
-        cls, runs: pd.DataFrame, *, seed: int, cfg: TrainingConfig, unseen_job_types: bool
+        cls,
+        runs: pd.DataFrame,
+        *,
+        seed: int,
+        cfg: TrainingConfig,
+        unseen_job_types: bool,
+        extrapolation: bool,
     ) -> RuntimeModel:
         from airflow_provider_bellamy.model.training import (
             context_folds,
@@ -258,7 +272,9 @@ class RuntimeModel:
         ordered = [by_key[k] for k in data.context_keys]
         # (its own generator: the model's calibration draws stay those of a model without it)
         held_out = (
-            held_out_folds(ordered, cfg.members, np.random.default_rng([seed, 17])) if k_folds > 1 else []
+            held_out_folds(ordered, cfg.members, np.random.default_rng([seed, 17]))
+            if extrapolation and k_folds > 1
+            else []
         )
         # each pass (the model, the unseen-job calibration, the extrapolation calibration) gets an
         # equal share of a time budget: 3/4 of it to train, calibration what is left (it shrinks
@@ -550,23 +566,25 @@ class RuntimeModel:
         if not ext.kinds:
             return [self.metadata], "contexts like the training contexts", False
         tables = self.metadata.get(EXTRAPOLATION) or {}
-        kinds = sorted(kind for kind in ext.kinds if tables.get(kind))
-        if not kinds:
-            # a kind of extrapolation training had no variation in: the other kind's tables
-            kinds = sorted(kind for kind in ("categorical", "numeric") if tables.get(kind))
-        sources: list[Mapping[str, Any]] = [
-            {"calibration": tables[kind]["calibration"], "noise_sd": self.metadata.get("noise_sd", 0.05)}
-            for kind in kinds
-        ]
-        held_out = min((int(tables[kind]["calibration"].get("n", 0)) for kind in kinds), default=0)
-        if held_out >= MIN_HELD_OUT_CONTEXTS:
+        # a kind whose calibration held out too few contexts cannot say how far off a new one is
+        enough = {
+            kind
+            for kind in ("categorical", "numeric")
+            if tables.get(kind) and int(tables[kind]["calibration"].get("n", 0)) >= MIN_HELD_OUT_CONTEXTS
+        }
+        # (a kind of extrapolation training had no variation in: the other kind's tables)
+        kinds = sorted(ext.kinds & enough) or sorted(enough)
+        if kinds:
+            sources = [
+                {"calibration": tables[kind]["calibration"], "noise_sd": self.metadata.get("noise_sd", 0.05)}
+                for kind in kinds
+            ]
             return sources, f"contexts held out whole ({', '.join(kinds)})", True
-        # Too few contexts held out to measure how far off a new one is: the uncalibrated band
-        # (the Gaussian of a model without out-of-fold data), never narrower than the tables.
-        what = f"{held_out} context(s) held out whole" if kinds else "no contexts held out whole"
+        # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
+        # out-of-fold data), never narrower than the training contexts' tables.
         return (
-            [*(sources or [self.metadata]), {"noise_sd": self.metadata.get("noise_sd", 0.05)}],
-            f"uncalibrated outside the training data ({what})",
+            [self.metadata, {"noise_sd": self.metadata.get("noise_sd", 0.05)}],
+            "uncalibrated: too few contexts to hold out whole",
             True,
         )
 
