@@ -11,6 +11,7 @@ quotes the sentence.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -134,7 +135,7 @@ class Extrapolation:
         for o in out["out_of_range"]:
             if not math.isfinite(o["factor"]):
                 o["factor"] = None
-        return out
+        return json.loads(json.dumps(out))  # JSON's own types: equal after a round trip
 
 
 UNKNOWN = Extrapolation(known=False)
