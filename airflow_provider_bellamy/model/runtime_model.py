@@ -62,6 +62,9 @@ PRIOR_CHECKS = 2.0
 # Fewer held-out contexts than this cannot say how far off a context from elsewhere is (two
 # training contexts, one per machine type, are each other's only out-of-distribution evidence).
 MIN_HELD_OUT_CONTEXTS = 5
+# Members of the extrapolation pass, at least: two numeric ends and two categorical values (one
+# held-out machine type shows the model's error in one direction only).
+MIN_HELD_OUT_FOLDS = 4
 
 
 def _context_key(ctx: Mapping[str, str | float]) -> str:
@@ -272,7 +275,7 @@ class RuntimeModel:
         ordered = [by_key[k] for k in data.context_keys]
         # (its own generator: the model's calibration draws stay those of a model without it)
         held_out = (
-            held_out_folds(ordered, cfg.members, np.random.default_rng([seed, 17]))
+            held_out_folds(ordered, max(cfg.members, MIN_HELD_OUT_FOLDS), np.random.default_rng([seed, 17]))
             if extrapolation and k_folds > 1
             else []
         )
@@ -540,12 +543,16 @@ class RuntimeModel:
         k = min(self.tuned_points if tuned else 0, MAX_K)
         sources, calibrated_for, outside = self._band_sources(ext)
         honoured = min([requested, *(max_confidence(meta, k, environment) for meta in sources)])
-        bounds = [self._quantiles(meta, k, honoured, ns, environment, observed, tuned) for meta in sources]
+        bounds = []
+        for meta in sources:
+            lo, hi = self._quantiles(meta, k, honoured, ns, environment, observed, tuned)
+            # outside a trained range the error grows with the distance (numeric tables hold
+            # residuals divided by their held-out contexts' 1 + decades beyond it)
+            scale = 1.0 + ext.decades if outside and meta.get("distance_scaled", True) else 1.0
+            bounds.append((lo * scale, hi * scale))
+        # the widest bound of the calibrations that answer
         lo_q = np.minimum.reduce([lo for lo, _ in bounds])
         hi_q = np.maximum.reduce([hi for _, hi in bounds])
-        if outside:
-            scale = 1.0 + ext.decades
-            lo_q, hi_q = lo_q * scale, hi_q * scale
         # Below the smallest observed scale-out the runs never compared the two curves (the
         # parametric share was earned on the observed range), and that is where memory cliffs
         # live: the network learned them from training contexts that had them, Ernest's four
@@ -576,7 +583,12 @@ class RuntimeModel:
         kinds = sorted(ext.kinds & enough) or sorted(enough)
         if kinds:
             sources = [
-                {"calibration": tables[kind]["calibration"], "noise_sd": self.metadata.get("noise_sd", 0.05)}
+                {
+                    "calibration": tables[kind]["calibration"],
+                    "noise_sd": self.metadata.get("noise_sd", 0.05),
+                    # (a numeric extrapolation no numeric table answers grows with its distance too)
+                    "distance_scaled": kind == "numeric" or "numeric" not in kinds,
+                }
                 for kind in kinds
             ]
             return sources, f"contexts held out whole ({', '.join(kinds)})", True
@@ -910,7 +922,9 @@ def _extrapolation_calibration(
             deadline,
             environments,
             settings=settings,
-            fold_scales=scales,
+            # a new machine type inside every trained range is as far off as the held-out ones
+            # were: only numeric extrapolation grows with its distance
+            fold_scales=scales if kind == "numeric" else None,
         )
     return out
 
