@@ -22,6 +22,9 @@ import numpy as np
 # A categorical property with more distinct values than this is an identifier (a path, a job's
 # argument string): its vocabulary is not kept, and a new value of it is not a signal.
 MAX_VOCABULARY = 200
+# Beyond this factor outside its trained range a number's prediction is a guess, and the sentence
+# says so in words.
+FAR_FACTOR = 1000.0
 # Properties that are not features of the context's distribution (the job type has its own
 # calibration, see runtime_model.UNSEEN_JOB).
 _NOT_DOMAIN = ("job_type",)
@@ -72,9 +75,10 @@ class OutOfRange:
         edge = "smallest" if self.side == "below" else "largest"
         if self.value * self.bound <= 0:
             return f"{self.property} {_number(self.value)} lies outside the trained range (the {edge} is {_number(self.bound)})"
+        far = " — far outside everything the model was trained on" if self.factor >= FAR_FACTOR else ""
         return (
             f"{self.property} {_number(self.value)} is {_factor(self.factor)} {self.side} "
-            f"the {edge} trained ({_number(self.bound)})"
+            f"the {edge} trained ({_number(self.bound)}){far}"
         )
 
 
