@@ -38,7 +38,7 @@ from typing import Any
 
 from airflow_provider_bellamy.decisions import OBJECTIVES
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import MAX_CANDIDATES, conform_property
+from airflow_provider_bellamy.records import MAX_CANDIDATES, conform_property, validate_confidence
 
 ON_INFEASIBLE: tuple[str, ...] = ("fail", "warn", "run-max")
 
@@ -303,11 +303,7 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
             data["default_task_reserve"], f"{p}.default_task_reserve", where, allow_zero=True
         )
 
-    confidence = data.get("confidence", 0.9)
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
-        raise InvalidInputError(
-            f"{p}.confidence", confidence, "must be a number in (0, 1), e.g. 0.9", where=where
-        )
+    confidence = validate_confidence(data.get("confidence", 0.9), field=f"{p}.confidence", where=where)
     objective = data.get("objective", "min_scale_out")
     if objective not in OBJECTIVES:
         raise InvalidInputError(

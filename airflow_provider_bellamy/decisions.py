@@ -12,6 +12,17 @@ from typing import Any
 OBJECTIVES: tuple[str, ...] = ("min_scale_out", "min_cost", "fastest")
 
 
+def format_confidence(q: float) -> str:
+    """``q`` as a percentage with the digits it needs (0.9 → "90%", 0.925 → "92.5%",
+    0.999999 → "99.9999%"): never rounded up to "100%", which no band can claim."""
+    text = f"{q * 100:.0f}"
+    for digits in range(0, 7):
+        text = f"{q * 100:.{digits}f}"
+        if float(text) < 100 and abs(float(text) - q * 100) < 0.05:
+            break
+    return f"{text}%"
+
+
 @dataclass(frozen=True)
 class Prediction:
     """Predicted runtime per candidate scale-out, with a band at ``confidence``.
@@ -29,6 +40,30 @@ class Prediction:
     model_version: str | None = None
     fallback_reason: str | None = None
     method: str = "bellamy"
+    # the confidence asked for where the band could not honour it (``confidence`` is the cap)
+    requested_confidence: float | None = None
+    # model/extrapolation.Extrapolation.to_dict() where the model knows its training domain
+    extrapolation: dict[str, Any] | None = None
+    # what the band was calibrated on, where the context lies outside the training data
+    band_note: str | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        """What a reader of the band must know: extrapolation, a capped confidence."""
+        out = []
+        ext = self.extrapolation or {}
+        if ext and not ext.get("known", True):
+            out.append(f"no extrapolation signals: {ext.get('sentence')}")
+        elif ext.get("sentence") and (ext.get("kinds") or ext.get("job_type_unseen")):
+            out.append(
+                f"extrapolating: {ext['sentence']}" + (f" (band: {self.band_note})" if self.band_note else "")
+            )
+        if self.requested_confidence is not None and self.requested_confidence > self.confidence:
+            out.append(
+                f"confidence {format_confidence(self.requested_confidence)} asked, capped at "
+                f"{format_confidence(self.confidence)}: the calibration's residuals cannot resolve more"
+            )
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +100,8 @@ class SizingDecision:
     price_per_node_hour: float | None = None
     decision_id: int | None = None
     created_at: str | None = None
+    requested_confidence: float | None = None  # set where the band capped it (``confidence``)
+    extrapolation: dict[str, Any] | None = None  # see Prediction.extrapolation
 
     @property
     def chosen(self) -> Candidate | None:

@@ -750,7 +750,8 @@ class Bellamy:
             "context_fingerprint": req.fingerprint,
             "candidates": decision.to_dict()["candidates"],
             "target_s": target,
-            "confidence": req.confidence,
+            # what the band honours (a q the calibration cannot resolve is capped; the reason says so)
+            "confidence": decision.confidence,
             "objective": objective,
             "price_per_node_hour": price,
             "chosen_scale_out": decision.chosen_scale_out,
@@ -812,17 +813,28 @@ class Bellamy:
         return self._finite_band(req, fallback)
 
     def _band(self, req: _Request, resolved: _Resolved) -> Prediction:
-        mean, lower, upper = resolved.model.predict_band(_model_context(req), req.scale_outs, req.confidence)
+        confidence, extra = req.confidence, {}
+        if hasattr(resolved.model, "band"):  # Bellamy's model: where it extrapolates, a capped q
+            band = resolved.model.band(_model_context(req), req.scale_outs, req.confidence)
+            mean, lower, upper, confidence = band.mean, band.lower, band.upper, band.confidence
+            extra = {
+                "requested_confidence": band.requested_confidence if band.capped else None,
+                "extrapolation": band.extrapolation.to_dict(),
+                "band_note": band.calibrated_for if band.extrapolation.extrapolating else None,
+            }
+        else:
+            mean, lower, upper = resolved.model.predict_band(_model_context(req), req.scale_outs, confidence)
         return Prediction(
             job_type=req.job_type,
             scale_outs=list(req.scale_outs),
             mean_s=[float(v) for v in mean],
             lower_s=[float(v) for v in lower],
             upper_s=[float(v) for v in upper],
-            confidence=req.confidence,
+            confidence=confidence,
             model_version=resolved.label,
             fallback_reason=resolved.fallback_reason,
             method=resolved.method,
+            **extra,
         )
 
     def _resolve(self, req: _Request) -> _Resolved:

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_bellamy.decisions import format_confidence
+
 
 def require_matplotlib() -> Any:
     """matplotlib, or an error naming the extra that brings it (a plain install has none)."""
@@ -68,7 +70,7 @@ def plot_decisions(
                     [c["predicted_s"] for c in cands],
                     marker="o",
                     color=colour,
-                    label=f"{tag}: predicted ({model}), {decision['confidence']:.0%} band",
+                    label=f"{tag}: predicted ({model}), {format_confidence(decision['confidence'])} band",
                 )
             ax.scatter(
                 [decision["chosen_scale_out"]], [0], marker="^", s=80, color=colour, zorder=6, clip_on=False

@@ -112,14 +112,20 @@ def validate_scale_out_list(values: Any, *, field: str = "scale_outs") -> list[i
     return out
 
 
-def validate_confidence(confidence: Any) -> float:
-    """A probability strictly between 0 and 1."""
+# The band's upper bound is the q-quantile of the runtime and its lower bound the (1 − q)-quantile:
+# below q = 0.5 they swap (lower > upper). A q the calibration cannot resolve near 1 is capped by
+# the model, with the reason in the decision (RuntimeModel.band).
+CONFIDENCE_PROBLEM = "must be a probability from 0.5 up to (not including) 1, e.g. 0.9: below 0.5 the band's lower bound would pass its upper"
+
+
+def validate_confidence(confidence: Any, *, field: str = "confidence", where: str | None = None) -> float:
+    """A probability in [0.5, 1)."""
     if (
         isinstance(confidence, bool)
         or not isinstance(confidence, (int, float))
-        or not 0 < float(confidence) < 1
+        or not 0.5 <= float(confidence) < 1
     ):
-        raise InvalidInputError("confidence", confidence, "must be a probability strictly between 0 and 1")
+        raise InvalidInputError(field, confidence, CONFIDENCE_PROBLEM, where=where)
     return float(confidence)
 
 

@@ -11,7 +11,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_provider_bellamy.decisions import OBJECTIVES, Candidate, Prediction, SizingDecision
+from airflow_provider_bellamy.decisions import (
+    OBJECTIVES,
+    Candidate,
+    Prediction,
+    SizingDecision,
+    format_confidence,
+)
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import validate_confidence, validate_scale_out, validate_scale_out_list
 
@@ -98,9 +104,11 @@ def decide(
     cands = _candidates(prediction, target, price)
     if not cands:
         raise InvalidInputError("scale_outs", [], "must not be empty")
-    fastest = min(cands, key=lambda c: (c.upper_s, c.scale_out))
+    # an unbounded band (a context far outside the training data) at every candidate: the largest,
+    # the choice least likely to miss, as without a model
+    fastest = min(cands, key=lambda c: (c.upper_s, -c.scale_out if math.isinf(c.upper_s) else c.scale_out))
     cheapest = lambda pool: min(pool, key=lambda c: (c.node_hours, c.scale_out))  # noqa: E731
-    q = f"{prediction.confidence:.0%}"
+    q = format_confidence(prediction.confidence)
     meeting = [c for c in cands if c.meets_target] if target is not None else cands
     feasible = bool(meeting)
     shortfall = None
@@ -129,6 +137,8 @@ def decide(
         )
     if prediction.fallback_reason:
         reason = f"{reason} [{prediction.fallback_reason}]"
+    for note in prediction.notes:
+        reason = f"{reason} [{note}]"
     return SizingDecision(
         job_type=prediction.job_type,
         chosen_scale_out=chosen.scale_out,
@@ -144,6 +154,8 @@ def decide(
         fallback_reason=prediction.fallback_reason,
         shortfall_s=shortfall,
         price_per_node_hour=price,
+        requested_confidence=prediction.requested_confidence,
+        extrapolation=prediction.extrapolation,
     )
 
 

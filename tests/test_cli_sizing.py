@@ -78,3 +78,36 @@ def test_bad_cli_input_names_the_field(trained_store: str, capsys: pytest.Captur
     # a context without the properties the model was trained with
     assert main(["--store-url", trained_store, "predict", "grep", "--scale-outs", "2"]) == 2
     assert "context." in capsys.readouterr().err
+
+
+def test_predict_and_size_say_where_the_model_extrapolates_and_cap_the_confidence(
+    trained_store: str, capsys: pytest.CaptureFixture
+) -> None:
+    far = [*CONTEXT, "--set", "data_size_mb=1e308"]
+    assert main(["--store-url", trained_store, "predict", "grep", *far, "--scale-outs", "2,6,12"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "extrapolating: data_size_mb 1e+308 is" in out and "above the largest trained" in out
+    main(
+        [
+            "--store-url",
+            trained_store,
+            "size",
+            "grep",
+            *CONTEXT,
+            "--scale-outs",
+            "2,4",
+            "--confidence",
+            "0.999999",
+        ]
+    )
+    out = " ".join(capsys.readouterr().out.split())
+    assert "capped at" in out and "100%" not in out
+
+
+def test_a_confidence_below_one_half_is_refused(trained_store: str, capsys: pytest.CaptureFixture) -> None:
+    code = main(
+        ["--store-url", trained_store, "size", "grep", *CONTEXT, "--scale-outs", "2,4", "--confidence", "0.3"]
+    )
+    assert code != 0
+    captured = capsys.readouterr()
+    assert "confidence=0.3" in captured.out + captured.err

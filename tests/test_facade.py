@@ -472,3 +472,22 @@ def test_train_predict_size_on_postgres(postgres_url: str) -> None:
     assert decision.decision_id is not None and decision.model_version.startswith("sort/ctx-")
     assert len(b.list_models(scope="context")) == 1
     assert b.get_decision(decision.decision_id).chosen_scale_out == decision.chosen_scale_out
+
+
+def test_a_context_far_outside_the_training_data_is_flagged_with_a_wide_band(
+    trained: Bellamy, contexts: list[pd.DataFrame]
+) -> None:
+    ctx = _context_of(contexts[0])
+    inside = trained.size("sort", ctx, [2, 4, 8, 12], target_s=600)
+    far = trained.size("sort", {**ctx, "data_size_mb": 1e308}, [2, 4, 8, 12], target_s=600)
+    assert "extrapolating" not in inside.reason and not inside.extrapolation["kinds"]
+    assert (
+        "[extrapolating: data_size_mb 1e+308 is" in far.reason and "above the largest trained" in far.reason
+    )
+    assert far.extrapolation["kinds"] == ["numeric"]
+
+    def width(d: Any) -> float:
+        return max(c.upper_s / c.predicted_s for c in d.candidates)
+
+    assert width(far) > 10 * width(inside)
+    assert trained.get_decision(far.decision_id).reason == far.reason  # stored as decided

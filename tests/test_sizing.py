@@ -5,8 +5,9 @@ import math
 
 import pytest
 
-from airflow_provider_bellamy.decisions import Prediction, SizingDecision
+from airflow_provider_bellamy.decisions import Prediction, SizingDecision, format_confidence
 from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.model.extrapolation import signals, training_domain
 from airflow_provider_bellamy.sizing import decide, default_decision, validate_confidence, validate_scale_outs
 
 
@@ -92,3 +93,61 @@ def test_validators() -> None:
     for bad in (0, 1, 1.2, True, "0.9"):
         with pytest.raises(InvalidInputError, match="confidence"):
             validate_confidence(bad)
+
+
+def test_confidence_below_one_half_is_refused_naming_why() -> None:
+    # below 0.5 the band's lower bound (the (1 − q)-quantile) passes its upper
+    for bad in (0.3, 0.49):
+        with pytest.raises(InvalidInputError, match=r"confidence=.*lower bound would pass its upper"):
+            validate_confidence(bad)
+    assert validate_confidence(0.5) == 0.5
+
+
+@pytest.mark.parametrize(
+    ("q", "text"),
+    [(0.9, "90%"), (0.925, "92.5%"), (0.999, "99.9%"), (0.999999, "99.9999%"), (0.998081, "99.8%")],
+)
+def test_format_confidence_never_says_100(q: float, text: str) -> None:
+    assert format_confidence(q) == text
+
+
+def _extrapolating(capped_from: float | None = None) -> Prediction:
+    base = _prediction()
+    ext = signals(
+        training_domain([{"job_type": "grep", "machine_type": "m4", "data_size_mb": 960.0}]),
+        {"job_type": "grep", "machine_type": "x", "data_size_mb": 24.0},
+    )
+    return Prediction(
+        **{
+            **base.to_dict(),
+            "confidence": 0.998 if capped_from else 0.9,
+            "requested_confidence": capped_from,
+            "extrapolation": ext.to_dict(),
+            "band_note": "contexts held out whole (categorical, numeric)",
+        }
+    )
+
+
+def test_the_reason_says_where_the_model_extrapolates_and_the_decision_carries_it() -> None:
+    d = decide(_extrapolating(), target_s=500)
+    assert (
+        "[extrapolating: machine_type 'x' never seen; data_size_mb 24 is 40× below the smallest trained (960)"
+        in d.reason
+    )
+    assert d.extrapolation["kinds"] == ["categorical", "numeric"]
+    back = SizingDecision.from_dict(json.loads(json.dumps(d.to_dict())))
+    assert back.extrapolation == d.extrapolation
+
+
+def test_a_capped_confidence_is_stated_never_100() -> None:
+    d = decide(_extrapolating(capped_from=0.999999), target_s=500)
+    assert "100%" not in d.reason and "100 %" not in d.reason
+    assert "confidence 99.9999% asked, capped at 99.8%" in d.reason
+    assert d.confidence == 0.998 and d.requested_confidence == 0.999999
+
+
+def test_an_unbounded_band_everywhere_chooses_the_largest() -> None:
+    inf = math.inf
+    pred = Prediction("grep", [2, 4, 8], [10.0, 6.0, 5.0], [1.0, 1.0, 1.0], [inf, inf, inf], 0.9)
+    d = decide(pred, target_s=60)
+    assert not d.feasible and d.chosen_scale_out == 8

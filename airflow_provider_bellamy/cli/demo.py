@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_bellamy.decisions import format_confidence
+
 DAG_ID = "bellamy_spark_sla"
 JOB_TYPES = ("grep", "sort")
 
@@ -302,7 +304,7 @@ def _report(
 def _decision_title(d: dict[str, Any]) -> str:
     target = f"target {d['target_s']:.0f} s" if d.get("target_s") else "no target"
     return (
-        f"{d.get('task_id')} ({d['job_type']}): {target}, confidence {d['confidence']:.0%}, "
+        f"{d.get('task_id')} ({d['job_type']}): {target}, confidence {format_confidence(d['confidence'])}, "
         f"chosen {d['chosen_scale_out']}, model {d.get('model_version') or '–'}"
     )
 

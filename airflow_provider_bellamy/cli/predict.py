@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from airflow_provider_bellamy.cli._args import add_sizing_arguments, context_from, scale_outs_from
+from airflow_provider_bellamy.decisions import format_confidence
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +45,8 @@ def _predict(args: argparse.Namespace) -> int:
         framework=args.framework,
     )
     table = Table(title=f"{p.job_type}: predicted runtime ({p.model_version or p.method})")
-    for col in ("scale-out", "predicted s", f"lower s ({p.confidence:.0%})", f"upper s ({p.confidence:.0%})"):
+    q = format_confidence(p.confidence)
+    for col in ("scale-out", "predicted s", f"lower s ({q})", f"upper s ({q})"):
         table.add_column(col, justify="right")
     for n, mean, lo, hi in zip(p.scale_outs, p.mean_s, p.lower_s, p.upper_s, strict=True):
         table.add_row(str(n), _seconds(mean), _seconds(lo), _seconds(hi))
@@ -52,6 +54,8 @@ def _predict(args: argparse.Namespace) -> int:
     console.print(table)
     if p.fallback_reason:
         console.print(f"[yellow]fallback: {p.fallback_reason}")
+    for note in p.notes:
+        console.print(note, style="yellow", markup=False)
     return 0
 
 
@@ -78,7 +82,9 @@ def _size(args: argparse.Namespace) -> int:
     if args.json:
         console.print_json(json.dumps(d.to_dict()))
         return 0 if d.feasible else 3
-    table = Table(title=f"{d.job_type}: sizing for target {_seconds(d.target_s)} s at {d.confidence:.0%}")
+    table = Table(
+        title=f"{d.job_type}: sizing for target {_seconds(d.target_s)} s at {format_confidence(d.confidence)}"
+    )
     cols = ["", "scale-out", "predicted s", "band s", "node-hours", "meets target"]
     if d.price_per_node_hour is not None:
         cols.insert(5, "cost")
@@ -98,5 +104,5 @@ def _size(args: argparse.Namespace) -> int:
         table.add_row(*row, style="bold green" if c.scale_out == d.chosen_scale_out else None)
     console.print(table)
     colour = "green" if d.feasible else "red"
-    console.print(f"[{colour}]decision {d.decision_id}: {d.chosen_scale_out} — {d.reason}")
+    console.print(f"decision {d.decision_id}: {d.chosen_scale_out} — {d.reason}", style=colour, markup=False)
     return 0 if d.feasible else 3

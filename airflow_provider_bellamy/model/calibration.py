@@ -100,6 +100,8 @@ def calibrate(
     rng: np.random.Generator,
     deadline: float | None = None,
     environments: list[str | None] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    fold_scales: Sequence[np.ndarray] | None = None,
 ) -> dict[str, Any]:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
@@ -116,16 +118,28 @@ def calibrate(
     residuals (group-conditional conformal). Pooled tables are dominated by the environment
     with most training runs; a context of a rarer one is as hard to predict as its own
     environment's contexts were, and its band says so.
+
+    ``settings`` (a calibration's ``prior_covariance``, ``likelihood_sd`` and
+    ``residual_correction``): fine-tune with these instead of choosing them, so the tables
+    measure the fine-tuning the model will actually do (the out-of-distribution pass).
+    ``fold_scales`` [per fold, one per context]: each out-of-fold context's residuals are divided
+    by its scale (≥ 1) before they enter the tables (normalised conformal scores; a band
+    multiplies the bounds back by its context's scale).
     """
     h_oof: list[np.ndarray] = []
     ctx_ids: list[int] = []
+    divisors: list[float] = []
     for m, fold in enumerate(folds):
         if m >= h_members.shape[0] or len(fold) == 0:
             continue
         h_oof.append(h_members[m, fold])
         ctx_ids.extend(int(c) for c in fold)
+        divisors.extend(
+            np.ones(len(fold)) if fold_scales is None else np.asarray(fold_scales[m], dtype=float)
+        )
     if not ctx_ids:
         return {}
+    divisor = np.asarray(divisors)
     h_all = np.concatenate(h_oof).astype(np.float64)
     run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
@@ -201,6 +215,8 @@ def calibrate(
 
     # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
     # its runs are known, fitted under a weak prior.
+    if settings is not None:
+        return _fixed_tables(settings, residuals, env_of, scale_out, len(ctx_ids), divisor, deadline)
     b, yy, w, _ = _padded(run_ids, basis, log_y, scale_out)
     full = fit_delta(h_all, b, yy, w, noise_sd=likelihood_sd, prior_precision=np.eye(h_all.shape[1]))
     cov = empirical_prior_covariance(full)
@@ -219,13 +235,6 @@ def calibrate(
         )
     prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
     prior_cov = cov * prior_scale**2
-    tables: dict[str, dict[str, list[float]]] = {}
-    counts: dict[str, dict[str, int]] = {}
-    by_env: dict[str, dict[str, Any]] = {}
-    env_names = sorted(
-        e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS
-    )
-    mre = {}
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
     per_k = [residuals(k, prior_cov, lik_sd, draws, CORRECTIONS) for k in range(MAX_K + 1)]
@@ -233,18 +242,9 @@ def calibrate(
     errors = [_out_of_fold_error([rows[g] for rows, *_ in per_k[1:]]) for g in range(len(CORRECTIONS))]
     best = min(range(len(CORRECTIONS)), key=lambda g: (errors[g], g))
     amplitude, length = CORRECTIONS[best]
-    for k, (rows, at, owner, distance) in enumerate(per_k):
-        r = rows[best]
-        small = at <= small_max
-        tables[str(k)], counts[str(k)] = _bucket_tables(r, small, distance)
-        for env in env_names:
-            mine = np.array([env_of[i] == env for i in owner], dtype=bool)
-            t, c = _bucket_tables(
-                r[mine], small[mine], distance[mine], fallback=(tables[str(k)], counts[str(k)])
-            )
-            slot = by_env.setdefault(env, {"quantiles": {}, "counts": {}})
-            slot["quantiles"][str(k)], slot["counts"][str(k)] = t, c
-        mre[str(k)] = float(np.mean(np.abs(np.expm1(-r)))) if len(r) else math.nan
+    tables, counts, by_env, mre = _tables_per_k(
+        [(rows[best], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max
+    )
     return {
         "prior_scale": prior_scale,
         "prior_covariance": prior_cov.tolist(),
@@ -258,6 +258,70 @@ def calibrate(
             "quantiles": tables,
             "counts": counts,
             "n": len(ctx_ids),
+            "smallest_max_scale_out": small_max,
+            "far_scaled": True,
+            "environments": by_env,
+        },
+        "validation_mre": mre,
+    }
+
+
+def _tables_per_k(
+    per_k: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    env_of: Sequence[str | None],
+    small_max: float,
+    divisor: np.ndarray | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, float]]:
+    """Per k (residuals, their scale-outs, owners, distances): pooled and per-environment
+    bucket tables, their counts and the mean relative error; residuals divided by their owner's
+    ``divisor`` where given."""
+    tables: dict[str, dict[str, list[float]]] = {}
+    counts: dict[str, dict[str, int]] = {}
+    by_env: dict[str, dict[str, Any]] = {}
+    mre: dict[str, float] = {}
+    env_names = sorted(
+        e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS
+    )
+    for k, (raw, at, owner, distance) in enumerate(per_k):
+        r = raw if divisor is None else raw / divisor[owner]
+        small = at <= small_max
+        tables[str(k)], counts[str(k)] = _bucket_tables(r, small, distance)
+        for env in env_names:
+            mine = np.array([env_of[i] == env for i in owner], dtype=bool)
+            t, c = _bucket_tables(
+                r[mine], small[mine], distance[mine], fallback=(tables[str(k)], counts[str(k)])
+            )
+            slot = by_env.setdefault(env, {"quantiles": {}, "counts": {}})
+            slot["quantiles"][str(k)], slot["counts"][str(k)] = t, c
+        mre[str(k)] = float(np.mean(np.abs(np.expm1(-raw)))) if len(raw) else math.nan
+    return tables, counts, by_env, mre
+
+
+def _fixed_tables(
+    settings: Mapping[str, Any],
+    residuals: Any,
+    env_of: Sequence[str | None],
+    scale_out: np.ndarray,
+    n_contexts: int,
+    divisor: np.ndarray,
+    deadline: float | None,
+) -> dict[str, Any]:
+    """``calibrate``'s tables for fine-tuning with given settings (no search)."""
+    lik_sd = float(settings["likelihood_sd"])
+    prior_cov = np.asarray(settings["prior_covariance"], dtype=np.float64)
+    setting = settings.get("residual_correction") or {"amplitude": 0.0, "length": 0.5}
+    correction = ((float(setting["amplitude"]) / lik_sd, float(setting["length"])),)
+    draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
+    small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
+    per_k = [residuals(k, prior_cov, lik_sd, draws, correction) for k in range(MAX_K + 1)]
+    tables, counts, by_env, mre = _tables_per_k(
+        [(rows[0], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max, divisor
+    )
+    return {
+        "calibration": {
+            "quantiles": tables,
+            "counts": counts,
+            "n": n_contexts,
             "smallest_max_scale_out": small_max,
             "far_scaled": True,
             "environments": by_env,
@@ -382,6 +446,18 @@ def residual_quantiles(
         lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
         hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
     return lo, hi
+
+
+def max_confidence(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:
+    """The highest confidence the k-point tables can honour: with n residuals the conformal level
+    ⌈(n+1)q⌉/n passes 1 above q = n/(n+1), and every q beyond gives the same band (the largest
+    residual). The smallest bucket decides; no table (the Gaussian band): 1."""
+    tables, counts = _tables(metadata, k, environment)
+    if not tables:
+        return 1.0
+    fallback = int((metadata.get("calibration") or {}).get("n", 1))
+    n = min(max(int(counts.get(bucket, fallback)), 1) for bucket in tables)
+    return n / (n + 1)
 
 
 def table_scale(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:

@@ -6,6 +6,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +18,15 @@ from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     MAX_K,
     calibrate,
+    max_confidence,
     residual_quantiles,
     table_scale,
+)
+from airflow_provider_bellamy.model.extrapolation import (
+    Extrapolation,
+    held_out_folds,
+    signals,
+    training_domain,
 )
 from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema, context_of, scale_out_basis
 from airflow_provider_bellamy.model.finetuning import blend_log_runtime, fit_context, residual_correction
@@ -45,9 +53,18 @@ MIN_CHECKS = 2
 # Where a model of several job types keeps the calibration of its answers for a job type it never
 # saw (same keys as its own: prior, likelihood width, residual correction, band tables).
 UNSEEN_JOB = "unseen_job_type"
+# Where a model keeps the calibration of its bands for contexts outside its training data (per
+# kind of extrapolation: "categorical", "numeric"; see _extrapolation_calibration).
+EXTRAPOLATION = "extrapolation"
 # Weight of the calibration table's error scale against a context's own leave-one-scale-out
 # residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
 PRIOR_CHECKS = 2.0
+# Fewer held-out contexts than this cannot say how far off a context from elsewhere is (two
+# training contexts, one per machine type, are each other's only out-of-distribution evidence).
+MIN_HELD_OUT_CONTEXTS = 5
+# Members of the extrapolation pass, at least: two numeric ends and two categorical values (one
+# held-out machine type shows the model's error in one direction only).
+MIN_HELD_OUT_FOLDS = 4
 
 
 def _context_key(ctx: Mapping[str, str | float]) -> str:
@@ -74,6 +91,23 @@ def _training_frame(runs: pd.DataFrame, what: str) -> pd.DataFrame:
 
 def _scale_outs(values: Sequence[int]) -> np.ndarray:
     return np.array(validate_scale_out_list(values), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Band:
+    """A prediction band and what it rests on (``RuntimeModel.band``)."""
+
+    mean: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    confidence: float  # what the band honours: the requested one, or the cap
+    requested_confidence: float
+    extrapolation: Extrapolation
+    calibrated_for: str
+
+    @property
+    def capped(self) -> bool:
+        return self.confidence < self.requested_confidence
 
 
 class RuntimeModel:
@@ -159,7 +193,8 @@ class RuntimeModel:
         if not unseen or job_type in self.schema.required:
             return self
         if self._unseen_view is None:
-            own = {key: value for key, value in self.metadata.items() if key != UNSEEN_JOB}
+            # (its tables measured job types held out whole: no extrapolation tables on top)
+            own = {k: v for k, v in self.metadata.items() if k not in (UNSEEN_JOB, EXTRAPOLATION)}
             self._unseen_view = RuntimeModel(
                 self.params,
                 self.architecture,
@@ -178,6 +213,7 @@ class RuntimeModel:
         time_budget_s: float | None = None,
         config: TrainingConfig | None = None,
         unseen_job_types: bool = True,
+        extrapolation: bool = True,
     ) -> RuntimeModel:
         """Pre-train a general model on runs of one or many job types across contexts.
 
@@ -185,6 +221,11 @@ class RuntimeModel:
         job type it never saw (a second ensemble, trained with whole job types held out; about as
         long again as the first). Without it such a job type gets the bands of the job types it was
         trained on, which are narrower than its error until its runs widen them.
+
+        ``extrapolation``: also calibrate the band of a context outside the training data (an
+        ensemble whose members hold out whole machine types, environments, the ends of a numeric
+        range; see ``_extrapolation_calibration``). Without it such a context gets the
+        uncalibrated wide band.
         """
         from airflow_provider_bellamy.model.training import TrainingConfig, single_thread
 
@@ -194,11 +235,19 @@ class RuntimeModel:
                 raise InvalidInputError("time_budget_s", time_budget_s, "must be a number of seconds > 0")
             cfg = TrainingConfig(**{**cfg.__dict__, "time_budget_s": float(time_budget_s)})
         with single_thread():
-            return cls._pretrain(runs, seed=seed, cfg=cfg, unseen_job_types=unseen_job_types)
+            return cls._pretrain(
+                runs, seed=seed, cfg=cfg, unseen_job_types=unseen_job_types, extrapolation=extrapolation
+            )
 
     @classmethod
     def _pretrain(
-        cls, runs: pd.DataFrame, *, seed: int, cfg: TrainingConfig, unseen_job_types: bool
+        cls,
+        runs: pd.DataFrame,
+        *,
+        seed: int,
+        cfg: TrainingConfig,
+        unseen_job_types: bool,
+        extrapolation: bool,
     ) -> RuntimeModel:
         from airflow_provider_bellamy.model.training import (
             context_folds,
@@ -222,9 +271,18 @@ class RuntimeModel:
         folds = context_folds(n_ctx, k_folds, rng) if k_folds > 1 else [np.array([], dtype=np.int64)]
         jobs = _context_property(data.context_keys, keys, contexts, "job_type")
         unseen = unseen_job_types and k_folds > 1 and len(set(jobs)) >= 2
-        # training gets 3/4 of a time budget, calibration what is left (it shrinks its search to
-        # fit); with the unseen-job pass, each pass half of that
-        share = 0.5 if unseen else 1.0
+        by_key = dict(zip(keys, contexts, strict=True))
+        ordered = [by_key[k] for k in data.context_keys]
+        # (its own generator: the model's calibration draws stay those of a model without it)
+        held_out = (
+            held_out_folds(ordered, max(cfg.members, MIN_HELD_OUT_FOLDS), np.random.default_rng([seed, 17]))
+            if extrapolation and k_folds > 1
+            else []
+        )
+        # each pass (the model, the unseen-job calibration, the extrapolation calibration) gets an
+        # equal share of a time budget: 3/4 of it to train, calibration what is left (it shrinks
+        # its search to fit)
+        share = 1.0 / (1 + int(unseen) + int(bool(held_out)))
 
         def deadline(fraction: float) -> float | None:
             return started + fraction * cfg.time_budget_s if cfg.time_budget_s else None
@@ -251,7 +309,31 @@ class RuntimeModel:
         )
         if unseen:
             calibration[UNSEEN_JOB] = _unseen_job_calibration(
-                data, runs_np, jobs, cfg, seed, rng, noise_sd, environments, deadline(0.85), deadline(0.95)
+                data,
+                runs_np,
+                jobs,
+                cfg,
+                seed,
+                rng,
+                noise_sd,
+                environments,
+                deadline(1.75 * share),
+                deadline(1.95 * share),
+            )
+        if held_out and "prior_covariance" in calibration:
+            start = 1 + int(unseen)
+            calibration[EXTRAPOLATION] = _extrapolation_calibration(
+                data,
+                runs_np,
+                ordered,
+                held_out,
+                calibration,
+                cfg,
+                seed,
+                rng,
+                environments,
+                deadline((start + 0.75) * share),
+                deadline((start + 0.95) * share),
             )
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
         model.metadata = {
@@ -267,6 +349,8 @@ class RuntimeModel:
             "train_seconds": round(time.monotonic() - started, 3),
             "members": member_stats,
             "config": {k: v for k, v in cfg.__dict__.items() if k != "device"},
+            # what extrapolation.signals compares a context with
+            "domain": training_domain(ordered),
             **calibration,
         }
         return model
@@ -419,48 +503,56 @@ class RuntimeModel:
         """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
         return np.exp(self._log_curves(self._normalise(context), _scale_outs(scale_outs))[1])
 
+    def extrapolation(self, context: Mapping[str, object]) -> Extrapolation:
+        """What ``context`` asks this model to extrapolate in (see model/extrapolation.py)."""
+        return signals(self.metadata.get("domain"), self._normalise(context))
+
     def predict_band(
         self, context: Mapping[str, object], scale_outs: Sequence[int], confidence: float = 0.9
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(mean, lower, upper) seconds; P(runtime ≤ upper) ≈ confidence, P(runtime ≥ lower) ≈ confidence.
 
+        See ``band``, which also says what the band is calibrated for and at what confidence.
+        """
+        b = self.band(context, scale_outs, confidence)
+        return b.mean, b.lower, b.upper
+
+    def band(self, context: Mapping[str, object], scale_outs: Sequence[int], confidence: float = 0.9) -> Band:
+        """The band and what it rests on.
+
         Split-conformal: quantiles of out-of-fold log residuals measured after fine-tuning
         on as many points as this model was tuned on (up to MAX_K). Below the smallest
         scale-out a tuned context was observed at, the band spans both the network's curve and
-        the blended one.
+        the blended one. A context outside the training data (``extrapolation``) takes the tables
+        measured on contexts held out the same way (a value never seen, a number beyond the
+        range), their bounds multiplied by 1 + its distance beyond the range in decades. A
+        confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
         """
-        confidence = validate_confidence(confidence)
+        requested = validate_confidence(confidence)
         ctx = self._normalise(context)
         model = self._for_job(str(ctx["job_type"]))
         if model is not self:
-            return model.predict_band(context, scale_outs, confidence)
+            return model.band(context, scale_outs, requested)
+        ext = signals(self.metadata.get("domain"), ctx)
         ns = _scale_outs(scale_outs)
         network, mean = self._log_curves(ctx, ns)
         tuned = self._is_tuned_for(ctx)
         environment = ctx.get("environment")
         environment = None if environment is None else str(environment)
         observed = self.observed_scale_outs if tuned else ()
-        lo_q, hi_q = residual_quantiles(
-            self.metadata,
-            min(self.tuned_points if tuned else 0, MAX_K),
-            confidence,
-            ns,
-            environment,
-            observed,
-        )
-        if tuned and self.check_count >= MIN_CHECKS:
-            # The tables give the error scale of a typical training context: the prior for this
-            # one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
-            # with PRIOR_CHECKS pseudo-residuals): wider for a context unlike the training data,
-            # tighter for one its runs show to be predictable.
-            prior = table_scale(self.metadata, min(self.tuned_points, MAX_K) - 1, environment)
-            if prior > 0:
-                m = self.check_count
-                factor = math.sqrt(
-                    (PRIOR_CHECKS * prior**2 + m * self.check_rms**2) / ((PRIOR_CHECKS + m) * prior**2)
-                )
-                own = ns > self._smallest_max
-                lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
+        k = min(self.tuned_points if tuned else 0, MAX_K)
+        sources, calibrated_for, outside = self._band_sources(ext)
+        honoured = min([requested, *(max_confidence(meta, k, environment) for meta in sources)])
+        bounds = []
+        for meta in sources:
+            lo, hi = self._quantiles(meta, k, honoured, ns, environment, observed, tuned)
+            # outside a trained range the error grows with the distance (numeric tables hold
+            # residuals divided by their held-out contexts' 1 + decades beyond it)
+            scale = 1.0 + ext.decades if outside and meta.get("distance_scaled", True) else 1.0
+            bounds.append((lo * scale, hi * scale))
+        # the widest bound of the calibrations that answer
+        lo_q = np.minimum.reduce([lo for lo, _ in bounds])
+        hi_q = np.maximum.reduce([hi for _, hi in bounds])
         # Below the smallest observed scale-out the runs never compared the two curves (the
         # parametric share was earned on the observed range), and that is where memory cliffs
         # live: the network learned them from training contexts that had them, Ernest's four
@@ -468,7 +560,72 @@ class RuntimeModel:
         below = ns < min(observed, default=0)
         low = np.where(below, np.minimum(mean, network), mean)
         high = np.where(below, np.maximum(mean, network), mean)
-        return np.exp(mean), np.exp(low + lo_q), np.exp(high + hi_q)
+        with np.errstate(over="ignore", invalid="ignore"):
+            lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+        return Band(np.exp(mean), lower, upper, honoured, requested, ext, calibrated_for)
+
+    def _band_sources(self, ext: Extrapolation) -> tuple[list[Mapping[str, Any]], str, bool]:
+        """The calibrations whose tables answer for a context (the widest of them per bound), what
+        they were measured on, and whether the context lies outside the training data (its bounds
+        then grow with its distance beyond the trained ranges)."""
+        if self.metadata.get("calibrated_for") == "unseen job type":
+            return [self.metadata], "job types held out whole", False
+        if not ext.kinds:
+            return [self.metadata], "contexts like the training contexts", False
+        tables = self.metadata.get(EXTRAPOLATION) or {}
+        # a kind whose calibration held out too few contexts cannot say how far off a new one is
+        enough = {
+            kind
+            for kind in ("categorical", "numeric")
+            if tables.get(kind) and int(tables[kind]["calibration"].get("n", 0)) >= MIN_HELD_OUT_CONTEXTS
+        }
+        # (a kind of extrapolation training had no variation in: the other kind's tables)
+        kinds = sorted(ext.kinds & enough) or sorted(enough)
+        if kinds:
+            sources = [
+                {
+                    "calibration": tables[kind]["calibration"],
+                    "noise_sd": self.metadata.get("noise_sd", 0.05),
+                    # (a numeric extrapolation no numeric table answers grows with its distance too)
+                    "distance_scaled": kind == "numeric" or "numeric" not in kinds,
+                }
+                for kind in kinds
+            ]
+            return sources, f"contexts held out whole ({', '.join(kinds)})", True
+        # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
+        # out-of-fold data), never narrower than the training contexts' tables.
+        return (
+            [self.metadata, {"noise_sd": self.metadata.get("noise_sd", 0.05)}],
+            "uncalibrated: too few contexts to hold out whole",
+            True,
+        )
+
+    def _quantiles(
+        self,
+        metadata: Mapping[str, Any],
+        k: int,
+        confidence: float,
+        ns: np.ndarray,
+        environment: str | None,
+        observed: Sequence[int],
+        tuned: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper log offsets of the band from ``metadata``'s tables."""
+        lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
+        if tuned and self.check_count >= MIN_CHECKS:
+            # The tables give the error scale of a typical training context: the prior for this
+            # one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
+            # with PRIOR_CHECKS pseudo-residuals): wider for a context unlike the training data,
+            # tighter for one its runs show to be predictable.
+            prior = table_scale(metadata, k - 1, environment)
+            if prior > 0:
+                m = self.check_count
+                factor = math.sqrt(
+                    (PRIOR_CHECKS * prior**2 + m * self.check_rms**2) / ((PRIOR_CHECKS + m) * prior**2)
+                )
+                own = ns > self._smallest_max
+                lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
+        return lo_q, hi_q
 
     # ------------------------------------------------------------------ persistence
     def to_bytes(self) -> bytes:
@@ -699,6 +856,77 @@ def _unseen_job_calibration(
         "job_folds": [sorted({names[c] for c in fold}) for fold in folds],
         **_calibrated(h_members, folds, runs_np, noise_sd, rng, deadline, environments),
     }
+
+
+def _extrapolation_calibration(
+    data: EncodedRuns,
+    runs_np: _RunsArrays,
+    contexts: Sequence[Mapping[str, str | float]],
+    held_out: list[tuple[str, np.ndarray]],
+    calibration: Mapping[str, Any],
+    cfg: TrainingConfig,
+    seed: int,
+    rng: np.random.Generator,
+    environments: list[str | None],
+    train_deadline: float | None,
+    deadline: float | None,
+) -> dict[str, Any]:
+    """What the model's bands are worth outside its training data: a third ensemble whose members
+    each hold out a whole group of contexts (a machine type, an environment, the ends of a
+    numeric range; ``extrapolation.held_out_folds``), calibrated per kind of group with the
+    model's own fine-tuning settings (so the tables measure what the model will do). Each
+    out-of-fold context's residuals are divided by 1 + its distance beyond its member's training
+    range in decades (normalised scores: a band multiplies them back by its own context's). The
+    ensemble is dropped; the tables stay, under ``extrapolation``.
+
+    The first ensemble's folds hold out contexts whose machine type and input sizes other folds
+    still show: those tables are too narrow for a context from elsewhere (C3O, each machine type
+    held out whole: 82 % of runs under the 90 % bound, grep 47 %).
+    """
+    from dataclasses import replace
+
+    from airflow_provider_bellamy.model.training import train_ensemble
+
+    folds = [fold for _, fold in held_out]
+    net, _ = train_ensemble(
+        data, folds, seed=seed, config=replace(cfg, members=len(folds)), deadline=train_deadline
+    )
+    params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
+    h_members = inference.log_weights(params, runs_np.vectors, runs_np.mask)
+    everyone = np.arange(len(contexts))
+    scales = []
+    for fold in folds:
+        domain = training_domain([contexts[i] for i in np.setdiff1d(everyone, fold)])
+        decades = [signals(domain, contexts[i]).decades for i in fold]
+        # (a sign the member never saw has no distance: its residual enters unscaled)
+        scales.append(np.array([1.0 + d if math.isfinite(d) else 1.0 for d in decades]))
+    settings = {
+        key: calibration[key]
+        for key in ("prior_covariance", "likelihood_sd", "residual_correction")
+        if key in calibration
+    }
+    out: dict[str, Any] = {"held_out": [[kind, len(fold)] for kind, fold in held_out]}
+    for kind in ("categorical", "numeric"):
+        mine = [fold if k == kind else fold[:0] for k, fold in held_out]
+        if not any(len(f) for f in mine):
+            continue
+        out[kind] = calibrate(
+            h_members,
+            mine,
+            runs_np.ctx_index,
+            runs_np.basis,
+            runs_np.log_y,
+            runs_np.scale_out,
+            float(calibration["likelihood_sd"]),
+            rng,
+            deadline,
+            environments,
+            settings=settings,
+            # a new machine type inside every trained range is as far off as the held-out ones
+            # were: only numeric extrapolation grows with its distance
+            fold_scales=scales if kind == "numeric" else None,
+        )
+    return out
 
 
 def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:

@@ -461,7 +461,7 @@ def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables
 ) -> None:
     """Group-conditional calibration: contexts of an environment the training data holds few of,
     and predicts badly, get bands from that environment's out-of-fold errors, not from the pooled
-    tables the big environment dominates; an environment calibration never saw gets the pooled ones."""
+    tables the big environment dominates; an environment calibration never saw is an extrapolation."""
     from airflow_provider_bellamy.model.calibration import residual_quantiles
 
     rng = np.random.default_rng(7)
@@ -493,7 +493,11 @@ def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables
 
     assert np.all(width("onprem") > 1.5 * width("aws-emr"))
     pooled = residual_quantiles(model.metadata, 0, 0.9, np.array(ns))[1]
-    np.testing.assert_allclose(width("a-cluster-never-seen"), pooled, rtol=1e-9)
+    # an environment calibration never saw is an extrapolation: the band of contexts held out
+    # whole, wider than the pooled tables of the environments it knows
+    never = model.band({**ctx, "environment": "a-cluster-never-seen"}, ns, 0.9)
+    assert "not 'a-cluster-never-seen'" in never.extrapolation.sentence()
+    assert np.all(width("a-cluster-never-seen") > pooled)
     # a model calibrated before environments had tables of their own answers from the pooled ones
     older = RuntimeModel(
         model.params,

@@ -1,0 +1,170 @@
+"""Extrapolation signals (pure) and the out-of-distribution band they choose."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airflow_provider_bellamy.benchmarks.common import with_context_ids
+from airflow_provider_bellamy.datasets import load_traces
+from airflow_provider_bellamy.model import RuntimeModel
+from airflow_provider_bellamy.model.extrapolation import held_out_folds, signals, training_domain
+from tests.model.conftest import FAST
+
+TRAINED = [
+    {"job_type": "grep", "machine_type": "m4", "environment": "emr", "data_size_mb": 960.0, "cores": 8.0},
+    {"job_type": "grep", "machine_type": "c4", "environment": "emr", "data_size_mb": 4000.0, "cores": 8.0},
+    {"job_type": "sort", "machine_type": "r4", "environment": "yarn", "data_size_mb": 10.0, "cores": 4.0},
+]
+
+
+def test_a_context_inside_the_training_data_has_no_signal() -> None:
+    ext = signals(training_domain(TRAINED), {**TRAINED[0], "data_size_mb": 2000.0})
+    assert ext.known and not ext.extrapolating and ext.sentence() == "" and ext.decades == 0.0
+
+
+def test_unseen_value_and_number_below_the_range_in_one_sentence() -> None:
+    ext = signals(training_domain(TRAINED), {**TRAINED[0], "machine_type": "x", "data_size_mb": 24.0})
+    assert (
+        ext.sentence()
+        == "machine_type 'x' never seen; data_size_mb 24 is 40× below the smallest trained (960)"
+    )
+    assert ext.kinds == {"categorical", "numeric"}
+    assert ext.decades == pytest.approx(math.log10(40))
+
+
+def test_values_known_only_from_another_job_type_or_environment() -> None:
+    # r4 ran sort, never grep; grep ran only in emr
+    ext = signals(training_domain(TRAINED), {**TRAINED[0], "machine_type": "r4", "environment": "yarn"})
+    assert "machine_type 'r4' never seen with this job type" in ext.sentence()
+    assert "job type known only from environment(s) emr, not 'yarn'" in ext.sentence()
+    assert ext.environments == ("emr",) and "categorical" in ext.kinds
+
+
+def test_missing_property_and_zero_against_a_positive_range() -> None:
+    ctx = {k: v for k, v in TRAINED[0].items() if k != "cores"}
+    ext = signals(training_domain(TRAINED), {**ctx, "data_size_mb": 0.0})
+    assert ext.missing == ("cores",)
+    assert "context lacks cores" in ext.sentence()
+    assert "data_size_mb 0 lies outside the trained range (the smallest is 960)" in ext.sentence()
+    assert math.isfinite(ext.decades) and ext.decades > 0
+
+
+def test_a_huge_number_lies_far_outside_and_serialises() -> None:
+    ext = signals(training_domain(TRAINED), {**TRAINED[0], "data_size_mb": 1e308})
+    assert ext.sentence() == (
+        "data_size_mb 1e+308 is 2e304× above the largest trained (4,000)"
+        " — far outside everything the model was trained on"
+    )
+    assert ext.decades > 300
+    assert json.loads(json.dumps(ext.to_dict()))["kinds"] == ["numeric"]
+
+
+def test_a_model_without_a_domain_says_it_cannot_tell() -> None:
+    ext = signals(None, TRAINED[0])
+    assert not ext.known and not ext.extrapolating and "predates" in ext.sentence()
+
+
+def test_held_out_folds_hold_out_whole_values_and_range_ends() -> None:
+    contexts = [
+        {"job_type": "j", "machine_type": m, "data_size_mb": float(d)}
+        for m in ("a", "b", "c")
+        for d in (1, 10, 100)
+    ]
+    folds = held_out_folds(contexts, 5, np.random.default_rng(0))
+    kinds = [k for k, _ in folds]
+    assert kinds == ["categorical"] * 3 + ["numeric"] * 2
+    for kind, fold in folds:
+        assert 0 < len(fold) < len(contexts)
+        if kind == "categorical":
+            assert len({contexts[i]["machine_type"] for i in fold}) == 1
+    assert {contexts[i]["data_size_mb"] for i in folds[3][1]} == {1.0}
+    assert {contexts[i]["data_size_mb"] for i in folds[4][1]} == {100.0}
+
+
+# ---------------------------------------------------------------- the band (C3O sort, cheap)
+
+
+@dataclass(frozen=True)
+class SortCase:
+    """C3O sort: 7 contexts on each of three machine types; r4.2xlarge held out whole; models
+    pre-trained on the rest with and without the extrapolation calibration."""
+
+    train: pd.DataFrame
+    test: pd.DataFrame
+    model: RuntimeModel
+    without: RuntimeModel
+
+
+@pytest.fixture(scope="module")
+def sort() -> SortCase:
+    runs = with_context_ids(load_traces("c3o", "sort"))
+    held = runs["machine_type"] == "r4.2xlarge"
+    train = runs[~held].drop(columns=["context_id"])
+    return SortCase(
+        train,
+        runs[held],
+        RuntimeModel.pretrain(train, seed=0, config=FAST),
+        RuntimeModel.pretrain(train, seed=0, config=FAST, extrapolation=False),
+    )
+
+
+def test_an_inside_context_keeps_its_band_bit_for_bit(sort: SortCase) -> None:
+    with_ood, without, train = sort.model, sort.without, sort.train
+    ctx = train.iloc[0].to_dict()
+    one = train[
+        (
+            train[["machine_type", "data_size_mb", "lines"]]
+            == train.iloc[0][["machine_type", "data_size_mb", "lines"]]
+        ).all(axis=1)
+    ]
+    assert not with_ood.extrapolation(ctx).extrapolating
+    for a, b in zip(
+        with_ood.predict_band(ctx, [2, 4, 8, 12]), without.predict_band(ctx, [2, 4, 8, 12]), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    tuned_a, tuned_b = with_ood.finetune(one.iloc[[0, -1]]), without.finetune(one.iloc[[0, -1]])
+    for a, b in zip(tuned_a.predict_band(ctx, [2, 4, 8]), tuned_b.predict_band(ctx, [2, 4, 8]), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_held_out_machine_type_gets_a_calibrated_wider_band_that_covers(sort: SortCase) -> None:
+    model, test = sort.model, sort.test
+    assert model.metadata["extrapolation"]["categorical"]["calibration"]["n"] >= 5
+    covered: list[bool] = []
+    for _, runs in test.groupby("context_id"):
+        ctx = runs.iloc[0].to_dict()
+        ns = runs["scale_out"].tolist()
+        band = model.band(ctx, ns, 0.9)
+        assert "machine_type 'r4.2xlarge' never seen" in band.extrapolation.sentence()
+        assert band.calibrated_for.startswith("contexts held out whole")
+        covered.extend(runs["runtime_s"].to_numpy() <= band.upper)
+    # 90 % asked: the held-out machine type's runs fall under the bound about that often (one
+    # small machine type, one seed: a tolerance of 10 points)
+    assert np.mean(covered) >= 0.8
+
+
+def test_a_context_far_outside_gets_a_wide_band_and_says_so(sort: SortCase) -> None:
+    model, train = sort.model, sort.train
+    ctx = train.iloc[0].to_dict()
+    near = model.band(ctx, [4, 8], 0.9)
+    far = model.band({**ctx, "data_size_mb": 1e308}, [4, 8], 0.9)
+    assert "data_size_mb 1e+308 is" in far.extrapolation.sentence()
+    assert "above the largest trained" in far.extrapolation.sentence()
+    assert np.all(far.upper / far.mean > 100 * near.upper / near.mean)
+
+
+def test_confidence_the_tables_cannot_resolve_is_capped(sort: SortCase) -> None:
+    model = sort.model
+    ctx = sort.train.iloc[0].to_dict()
+    asked = [model.band(ctx, [4, 8], q) for q in (0.9, 0.999999)]
+    assert asked[0].confidence == 0.9 and not asked[0].capped
+    assert asked[1].capped and asked[1].requested_confidence == 0.999999
+    assert 0.9 < asked[1].confidence < 0.999999
+    # the capped band is the band at the cap
+    np.testing.assert_array_equal(model.band(ctx, [4, 8], asked[1].confidence).upper, asked[1].upper)
