@@ -22,16 +22,25 @@ import pandas as pd
 from airflow_provider_bellamy.benchmarks.common import (
     K_VALUES,
     GbmBaseline,
+    NearestCurves,
     benchmark_runs,
     draw_points,
     ernest_predict,
     held_out_tasks,
     pretrain,
+    protocol_title,
     render_skipped,
 )
 from airflow_provider_bellamy.records import validate_confidence
 
 MODELS = ("bellamy", "ernest", "gbm")
+# the transfer protocols' bar: a held-out value's contexts predicted from the same job's curves on
+# the other values (common.NearestCurves)
+TRANSFER_MODELS = (*MODELS, "nearest_curves")
+
+
+def _fold(fold: int, value: str | None) -> str:
+    return f"fold {fold}" if value is None else f"held out {value}"
 
 
 def _mre(pred: np.ndarray, actual: np.ndarray) -> list[float]:
@@ -52,9 +61,10 @@ def run_accuracy(
     ``protocol`` (see ``benchmark_runs``); ``confidence``: the band whose coverage is measured."""
     confidence = validate_confidence(confidence)
     data = benchmark_runs(dataset, traces=traces, protocol=protocol)
+    models = MODELS if data.dimension is None else TRANSFER_MODELS
     # errors[model][algorithm][k] → list of per-run relative errors
     errors: dict[str, dict[str, dict[int, list[float]]]] = {
-        m: defaultdict(lambda: defaultdict(list)) for m in MODELS
+        m: defaultdict(lambda: defaultdict(list)) for m in models
     }
     covered: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     pretrain_s: list[float] = []
@@ -63,11 +73,12 @@ def run_accuracy(
     tasks = [(seed, t) for seed in range(seeds) for t in held_out_tasks(data, seed)]
     for seed, task in tasks:
         if progress:
-            progress(f"seed {seed} · {task.algorithm} · fold {task.fold}")
+            progress(f"seed {seed} · {task.algorithm} · {_fold(task.fold, task.held_out_value)}")
         t0 = time.perf_counter()
         general = pretrain(task, seed, quick)
         pretrain_s.append(time.perf_counter() - t0)
         gbm = GbmBaseline(task.train, seed)
+        nearest = None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out)
         rng = np.random.default_rng(10_000 + seed * 100 + task.fold)
         # every held-out context gets its k points first, so GBM trains once per k
         draws = {
@@ -99,6 +110,9 @@ def run_accuracy(
                 ern = ernest_predict(points, ns)
                 if ern is not None:
                     errors["ernest"][task.algorithm][k].extend(_mre(ern, actual))
+                near = None if nearest is None else nearest.predict(ctx, points, ns)
+                if near is not None:
+                    errors["nearest_curves"][task.algorithm][k].extend(_mre(near, actual))
     return _summarise(
         errors,
         data.name,
@@ -145,8 +159,8 @@ def _summarise(
 ) -> dict[str, Any]:
     results: dict[str, dict[str, float | None]] = {}
     per_algorithm: dict[str, dict[str, dict[str, float | None]]] = {}
-    algorithms = sorted({a for m in MODELS for a in errors[m]})
-    for model in MODELS:
+    algorithms = sorted({a for m in errors for a in errors[m]})
+    for model in errors:
         by_algorithm, results[model] = _by_algorithm(errors[model], algorithms)
         for a in algorithms:
             per_algorithm.setdefault(a, {})[model] = by_algorithm[a]
@@ -180,17 +194,17 @@ def render_accuracy(report: dict[str, Any]) -> None:
         return "—" if v is None else f"{100 * v:.2f}%"
 
     table = Table(
-        title=f"Mean relative error, {report['dataset']} ({report['seeds']} seed(s){', quick' if report['quick'] else ''})"
+        title=f"Mean relative error, {report['dataset']}{protocol_title(report)} ({report['seeds']} seed(s){', quick' if report['quick'] else ''})"
     )
     table.add_column("algorithm")
     table.add_column("model")
     for k in K_VALUES:
         table.add_column(f"k={k}", justify="right")
     for alg, models in report["per_algorithm"].items():
-        for model in MODELS:
+        for model in report["results"]:
             table.add_row(alg, model, *[fmt(models[model][str(k)]) for k in K_VALUES])
         table.add_section()
-    for model in MODELS:
+    for model in report["results"]:
         table.add_row(
             "[bold]overall", f"[bold]{model}", *[fmt(report["results"][model][str(k)]) for k in K_VALUES]
         )

@@ -35,19 +35,31 @@ def with_context_ids(frame: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class HeldOutTask:
-    """One pre-training split: train on ``train``, evaluate the contexts in ``held_out``."""
+    """One pre-training split: train on ``train``, evaluate the contexts in ``held_out``
+    (``held_out_value``: the machine type / environment a transfer protocol holds out)."""
 
     algorithm: str
     fold: int
     train: pd.DataFrame
     held_out: pd.DataFrame
+    held_out_value: str | None = None
 
 
 # How a benchmark splits its runs (DESIGN.md): "folds" holds out a fifth of a job type's contexts
 # and pre-trains on the rest of that job type (C3O); "leave-job-out" holds out every context of a
 # job type and pre-trains on every other run, the bundled traces included (Bell: one context per
-# job, on a cluster the other traces never saw).
-PROTOCOLS = ("folds", "leave-job-out")
+# job, on a cluster the other traces never saw). The transfer protocols hold out one value of a
+# context property whole: "leave-machine-type-out" per job type, pre-trained on the job type's
+# runs on the other machine types (as the folds: what the job does elsewhere is what transfers);
+# "leave-environment-out" per job type and environment, pre-trained on every run of another
+# environment, the bundled traces included (as leave-job-out: a new cluster, everything else known).
+PROTOCOLS = ("folds", "leave-job-out", "leave-machine-type-out", "leave-environment-out")
+# the context property each transfer protocol holds out whole
+HELD_OUT_DIMENSION = {"leave-machine-type-out": "machine_type", "leave-environment-out": "environment"}
+# what each bundled set may be split by: its own protocol first (the default, whose report stays
+# as it was), then the transfer protocols its runs can serve (C3O ran on three machine types, one
+# environment; Bell on one of each)
+BUNDLED_PROTOCOLS = {"c3o": ("folds", "leave-machine-type-out"), "bell": ("leave-job-out",)}
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,15 @@ class BenchmarkRuns:
     evaluated: np.ndarray
     bundled: bool = False
 
+    @property
+    def dimension(self) -> str | None:
+        """The context property the protocol holds out whole (None: folds, leave-job-out)."""
+        return HELD_OUT_DIMENSION.get(self.protocol)
+
+    def _values(self, runs: pd.DataFrame) -> list[str]:
+        """The held-out dimension's values among ``runs`` (a missing value is none of them)."""
+        return sorted(map(str, runs[self.dimension].dropna().unique()))
+
     def job_types_skipped(self) -> dict[str, str]:
         """Evaluated job types no split can hold out, and why."""
         skipped = {}
@@ -69,52 +90,98 @@ class BenchmarkRuns:
                 skipped[str(job)] = "one context: nothing of its job type left to pre-train on"
             elif self.protocol == "leave-job-out" and (self.runs["job_type"] == job).all():
                 skipped[str(job)] = "no run of another job type to pre-train on"
+            elif self.dimension is not None and not self._values(runs):
+                skipped[str(job)] = f"no run with any {self.dimension} to hold out"
+            elif self.protocol == "leave-machine-type-out":
+                same_job = self.runs[self.runs["job_type"] == job]
+                if len(self._values(same_job)) < 2:
+                    skipped[str(job)] = "one machine type: no run of its job type on another to pre-train on"
+        return skipped
+
+    def values_skipped(self) -> dict[str, dict[str, str]]:
+        """Per job type, the runs a transfer protocol evaluates but cannot hold out (no value of
+        the held-out dimension), and why: they are pre-trained on, never tested."""
+        if self.dimension is None:
+            return {}
+        skipped: dict[str, dict[str, str]] = {}
+        for job, runs in self.runs[self.evaluated].groupby("job_type", sort=True):
+            missing = int(runs[self.dimension].isna().sum())
+            if missing and self._values(runs):
+                skipped[str(job)] = {
+                    "(missing)": f"{missing} run(s) with no {self.dimension}: pre-trained on, never held out"
+                }
         return skipped
 
     def report_fields(self) -> dict[str, Any]:
-        """What a traces file's report adds: how it was split, which job types were left out (the
-        bundled sets' reports stay as they were)."""
-        if self.bundled:
+        """What a report adds beyond a bundled set's default protocol: how it was split, which job
+        types (and, for a transfer protocol, which runs) were left out. The bundled sets' default
+        reports stay as they were."""
+        if self.bundled and self.protocol == BUNDLED_PROTOCOLS[self.name][0]:
             return {}
-        return {"protocol": self.protocol, "skipped_job_types": self.job_types_skipped()}
+        fields: dict[str, Any] = {"protocol": self.protocol, "skipped_job_types": self.job_types_skipped()}
+        if self.dimension is not None:
+            fields["held_out_dimension"] = self.dimension
+            fields["skipped_held_out"] = self.values_skipped()
+        return fields
 
 
 def render_skipped(report: dict[str, Any]) -> None:
-    """Name the job types a report left out, and why."""
+    """Name the job types (and held-out values) a report left out, and why."""
     from rich.console import Console
 
     for job, why in (report.get("skipped_job_types") or {}).items():
         Console().print(f"[yellow]left out[/yellow] {job}: {why}")
+    for job, values in (report.get("skipped_held_out") or {}).items():
+        for value, why in values.items():
+            Console().print(f"[yellow]left out[/yellow] {job} {value}: {why}")
+
+
+def protocol_title(report: dict[str, Any]) -> str:
+    """The protocol for a report's title, where the report names one (not a bundled set's default)."""
+    return f", {report['protocol']}" if report.get("protocol") else ""
 
 
 def benchmark_runs(
     dataset: str = "c3o", *, traces: str | Path | None = None, protocol: str | None = None
 ) -> BenchmarkRuns:
-    """The bundled set ``dataset`` ("c3o": folds, "bell": leave-job-out), or the runs of a user's
-    ``traces`` file (canonical columns, as ``bellamy history import`` reads them; failed runs left
-    out) split by ``protocol`` (default "folds"). With "leave-job-out" a file's held-out job is
-    pre-trained on the file's other job types and on the bundled traces."""
+    """The bundled set ``dataset`` ("c3o": folds or leave-machine-type-out; "bell":
+    leave-job-out), or the runs of a user's ``traces`` file (canonical columns, as ``bellamy
+    history import`` reads them; failed runs left out) split by ``protocol`` (default "folds").
+    With "leave-job-out" and "leave-environment-out" a file's held-out runs are pre-trained on the
+    file's other runs and on the bundled traces (see ``PROTOCOLS``)."""
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise InvalidInputError("protocol", protocol, f"choose one of {', '.join(PROTOCOLS)}")
     if traces is None:
-        if protocol is not None:
+        if dataset not in BUNDLED_PROTOCOLS:
+            raise InvalidInputError("dataset", dataset, "choose c3o or bell, or give a traces file")
+        allowed = BUNDLED_PROTOCOLS[dataset]
+        protocol = allowed[0] if protocol is None else protocol
+        if protocol not in allowed:
             raise InvalidInputError(
-                "protocol", protocol, "applies to a traces file; the bundled sets have their own"
+                "protocol",
+                protocol,
+                f"does not fit the bundled set {dataset}: choose {' or '.join(allowed)}, "
+                "or give a traces file",
             )
         everything = with_context_ids(load_traces())
         if dataset == "c3o":
             c3o = everything[everything["dataset"] == "c3o"]
-            return BenchmarkRuns("c3o", "folds", c3o, np.ones(len(c3o), dtype=bool), bundled=True)
-        if dataset == "bell":
-            bell = (everything["dataset"] == "bell").to_numpy()
-            return BenchmarkRuns("bell", "leave-job-out", everything, bell, bundled=True)
-        raise InvalidInputError("dataset", dataset, "choose c3o or bell, or give a traces file")
+            return BenchmarkRuns("c3o", protocol, c3o, np.ones(len(c3o), dtype=bool), bundled=True)
+        bell = (everything["dataset"] == "bell").to_numpy()
+        return BenchmarkRuns("bell", protocol, everything, bell, bundled=True)
     protocol = "folds" if protocol is None else protocol
-    if protocol not in PROTOCOLS:
-        raise InvalidInputError("protocol", protocol, f"choose one of {', '.join(PROTOCOLS)}")
     own = successful_runs(load_runs_file(traces))
     if own.empty:
         raise InvalidInputError("traces", str(traces), "holds no successful run")
+    dimension = HELD_OUT_DIMENSION.get(protocol)
+    if dimension is not None and dimension not in own.columns:
+        raise InvalidInputError(
+            "protocol",
+            protocol,
+            f"holds out {dimension} values, and {Path(traces).name} has no {dimension} column",
+        )
     own = with_context_ids(own)
-    if protocol == "folds":
+    if protocol in ("folds", "leave-machine-type-out"):
         runs, evaluated = own.reset_index(drop=True), np.ones(len(own), dtype=bool)
     else:
         bundled = with_context_ids(load_traces())
@@ -134,7 +201,11 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
 
     folds: per job type, 5 folds of its contexts (seeded; fewer contexts, as many folds), each
     pre-trained on the job type's other folds. leave-job-out: each job type's contexts held out
-    together, pre-trained on every other run. Job types ``job_types_skipped`` names are left out.
+    together, pre-trained on every other run. leave-machine-type-out: per job type, each machine
+    type's runs held out together (fold = its place in sorted order), pre-trained on the job
+    type's runs on the other machine types. leave-environment-out: per job type, each
+    environment's runs held out together, pre-trained on every run of another environment. Job
+    types ``job_types_skipped`` names are left out.
     """
     data = source if isinstance(source, BenchmarkRuns) else benchmark_runs(source)
     skipped = data.job_types_skipped()
@@ -149,11 +220,27 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                 held = set(ctx[order[fold::folds]])
                 mask = runs["context_id"].isin(held)
                 yield HeldOutTask(str(algorithm), fold, runs[~mask], runs[mask])
-        else:
+        elif data.protocol == "leave-job-out":
             # a held-out context's runs leave the training data wherever they stand (a file may
             # repeat bundled runs); only the evaluated copies are replayed
             mask = data.runs["context_id"].isin(set(runs["context_id"]))
             yield HeldOutTask(str(algorithm), 0, data.runs[~mask], data.runs[mask & data.evaluated])
+        else:
+            dim = str(data.dimension)
+            pool = data.runs[data.runs["job_type"] == algorithm] if dim == "machine_type" else data.runs
+            for fold, value in enumerate(data._values(runs)):
+                # the value leaves the training data whole, wherever its runs stand (a file may
+                # repeat bundled runs; its other job types' runs on it too); runs without a value
+                # are trained on
+                held = pool[dim].astype(str).eq(value) & pool[dim].notna()
+                evaluated = held & pd.Series(data.evaluated, index=data.runs.index).loc[pool.index]
+                yield HeldOutTask(
+                    str(algorithm),
+                    fold,
+                    pool[~held],
+                    pool[evaluated & (pool["job_type"] == algorithm)],
+                    value,
+                )
 
 
 def draw_points(
@@ -210,6 +297,121 @@ class GbmBaseline:
         with threadpool_limits(1):
             model.fit(x_train, np.log(train["runtime_s"].to_numpy()))
             return np.exp(model.predict(self._matrix(test)))
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """A training context's runtime curve: mean log runtime at each of its scale-outs."""
+
+    value: str
+    properties: dict[str, Any]
+    log_n: np.ndarray
+    log_runtime: np.ndarray
+
+    def at(self, scale_outs: np.ndarray) -> np.ndarray:
+        """Log runtime at ``scale_outs``, linear in log-log space between the measured scale-outs
+        and along the end segments beyond them (a power law); one scale-out: a flat line."""
+        x = np.log(np.asarray(scale_outs, dtype=float))
+        if len(self.log_n) == 1:
+            return np.full(len(x), self.log_runtime[0])
+        inside = np.interp(x, self.log_n, self.log_runtime)
+        lo = (self.log_runtime[1] - self.log_runtime[0]) / (self.log_n[1] - self.log_n[0])
+        hi = (self.log_runtime[-1] - self.log_runtime[-2]) / (self.log_n[-1] - self.log_n[-2])
+        below = self.log_runtime[0] + lo * (x - self.log_n[0])
+        above = self.log_runtime[-1] + hi * (x - self.log_n[-1])
+        return np.where(x < self.log_n[0], below, np.where(x > self.log_n[-1], above, inside))
+
+
+def _same(a: Any, b: Any) -> bool:
+    return (pd.isna(a) and pd.isna(b)) or (not pd.isna(a) and not pd.isna(b) and a == b)
+
+
+def _distance(a: Any, b: Any) -> float:
+    """How far apart two values of one property are: |log ratio| for positive numbers (a factor
+    e counts 1), else 0 when equal and 1 when not (a category, a sign, a missing value)."""
+    if _same(a, b):
+        return 0.0
+    try:
+        x, y = float(a), float(b)
+    except (TypeError, ValueError):
+        return 1.0
+    return abs(float(np.log(x / y))) if x > 0 and y > 0 else 1.0
+
+
+class NearestCurves:
+    """The "nearest curves" baseline of the transfer protocols: a held-out context's runtime is
+    the curve of the training contexts of its job type that share its job parameters, on each
+    other value of the held-out ``dimension`` (machine type, environment), interpolated in log-log
+    space to the scale-outs asked, shifted in log space to the context's k runs (k = 0: no shift)
+    and averaged in log space (a geometric mean) across those values.
+
+    Job parameters: every context property but ``dimension`` and the properties that go with it,
+    i.e. those one value of ``dimension`` fixes in every known context of the job type (a machine
+    type's cores and memory). On a value where no context shares them all, the nearest contexts by
+    the summed ``_distance`` of the parameters that differ stand in (ties averaged)."""
+
+    def __init__(self, train: pd.DataFrame, dimension: str, held_out: pd.DataFrame) -> None:
+        self.dimension = dimension
+        self.curves: dict[str, list[_Curve]] = {}
+        self.parameters: dict[str, list[str]] = {}
+        every = pd.concat([train, held_out], ignore_index=True)
+        for job, known in every.groupby("job_type", sort=True):
+            columns = [
+                c
+                for c in context_columns(known.columns)
+                if c not in ("context_id", dimension) and known[c].notna().any()
+            ]
+            contexts = known.drop_duplicates("context_id")
+            contexts = contexts[contexts[dimension].notna()]
+            per_value = contexts.groupby(contexts[dimension].astype(str))
+            fixed = {c for c in columns if per_value[c].nunique(dropna=False).max() <= 1}
+            self.parameters[str(job)] = [c for c in columns if c not in fixed]
+        for (job, _cid), runs in train.groupby(["job_type", "context_id"], sort=True):
+            value = runs[dimension].iloc[0]
+            if pd.isna(value):
+                continue
+            by_n = np.log(runs["runtime_s"].to_numpy(dtype=float))
+            n = runs["scale_out"].to_numpy(dtype=float)
+            scale_outs = np.unique(n)
+            self.curves.setdefault(str(job), []).append(
+                _Curve(
+                    str(value),
+                    runs.iloc[0][self.parameters[str(job)]].to_dict(),
+                    np.log(scale_outs),
+                    np.array([by_n[n == x].mean() for x in scale_outs]),
+                )
+            )
+
+    def predict(
+        self, context: dict[str, Any], points: pd.DataFrame, scale_outs: np.ndarray
+    ) -> np.ndarray | None:
+        """Runtimes of ``context`` at ``scale_outs`` given its k fine-tuning ``points``; None when
+        no training context of its job type stands on another value of the dimension."""
+        job = str(context["job_type"])
+        own = context.get(self.dimension)
+        params = self.parameters.get(job, [])
+        by_value: dict[str, list[_Curve]] = {}
+        for curve in self.curves.get(job, []):
+            if pd.isna(own) or curve.value != str(own):
+                by_value.setdefault(curve.value, []).append(curve)
+        if not by_value:
+            return None
+        chosen: list[_Curve] = []
+        for curves in by_value.values():
+            far = [sum(_distance(context.get(p), c.properties[p]) for p in params) for c in curves]
+            chosen.extend(c for c, d in zip(curves, far, strict=True) if d == min(far))
+        # every chosen curve counts once within its value, every value once in the average
+        weights = np.array([1.0 / sum(c.value == x.value for x in chosen) for c in chosen])
+        ns = np.asarray(scale_outs, dtype=float)
+        log_pred = np.average([c.at(ns) for c in chosen], axis=0, weights=weights)
+        if not points.empty:
+            at_points = np.average(
+                [c.at(points["scale_out"].to_numpy(dtype=float)) for c in chosen], axis=0, weights=weights
+            )
+            log_pred = log_pred + float(
+                np.mean(np.log(points["runtime_s"].to_numpy(dtype=float)) - at_points)
+            )
+        return np.exp(log_pred)
 
 
 def pretrain(task: HeldOutTask, seed: int, quick: bool) -> RuntimeModel:

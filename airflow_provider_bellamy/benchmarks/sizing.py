@@ -28,10 +28,12 @@ import pandas as pd
 from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
+    NearestCurves,
     benchmark_runs,
     draw_points,
     held_out_tasks,
     pretrain,
+    protocol_title,
     render_skipped,
 )
 from airflow_provider_bellamy.decisions import Prediction
@@ -44,9 +46,17 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.model import RuntimeModel
 
 POLICIES = ("bellamy", "ernest", "gbm", "always_max", "oracle")
+# the transfer protocols add the nearest-curves heuristic (common.NearestCurves), decided as GBM is:
+# on its point prediction, no band; with no curve of its job type elsewhere, the largest scale-out
+TRANSFER_POLICIES = (*POLICIES[:3], "nearest_curves", *POLICIES[3:])
 K_SIZING = (1, 2, 3, 4, 5)
 # per context, k and seed, over all its draws: C3O's folds hold many contexts, Bell's jobs one each
-TARGETS_PER_CONTEXT = {"folds": 6, "leave-job-out": 40}
+TARGETS_PER_CONTEXT = {
+    "folds": 6,
+    "leave-job-out": 40,
+    "leave-machine-type-out": 6,
+    "leave-environment-out": 6,
+}
 # Fine-tuning draws per held-out task and k. Every target of a draw rests on the same k runs, so
 # the draws, not the targets, carry the replay's variance: with Bell's one held-out context per
 # job, one draw decided all 40 targets of a k, and the same models read 1.077-1.120 x the
@@ -66,9 +76,10 @@ def _choose(
 class _Tally:
     """Every policy's decisions per k: hit or miss, node-seconds, and the draw each rests on."""
 
-    def __init__(self) -> None:
-        self.hits: dict[str, dict[int, list[bool]]] = {p: defaultdict(list) for p in POLICIES}
-        self.node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in POLICIES}
+    def __init__(self, policies: tuple[str, ...] = POLICIES) -> None:
+        self.policies = policies
+        self.hits: dict[str, dict[int, list[bool]]] = {p: defaultdict(list) for p in policies}
+        self.node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in policies}
         self.units: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
 
     def draws(self) -> list[tuple[Any, ...]]:
@@ -103,16 +114,20 @@ def run_sizing(
             raise InvalidInputError(name, value, "must be a whole number >= 1")
     data = benchmark_runs(dataset, traces=traces, protocol=protocol)
     per_context = TARGETS_PER_CONTEXT[data.protocol]
-    tally = _Tally()
+    tally = _Tally(POLICIES if data.dimension is None else TRANSFER_POLICIES)
     started = time.perf_counter()
     for seed in range(seeds):
         for task in held_out_tasks(data, seed):
             if progress:
-                progress(f"seed {seed} · {task.algorithm} · fold {task.fold}")
+                where = (
+                    f"fold {task.fold}" if task.held_out_value is None else f"held out {task.held_out_value}"
+                )
+                progress(f"seed {seed} · {task.algorithm} · {where}")
             replay = _TaskReplay(
                 task,
                 pretrain(task, seed, quick),
                 GbmBaseline(task.train, seed),
+                None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out),
                 confidence,
                 np.random.default_rng(20_000 + seed * 100 + task.fold),
                 tally,
@@ -171,11 +186,12 @@ class _TaskReplay:
         task: HeldOutTask,
         general: RuntimeModel,
         gbm: GbmBaseline,
+        nearest: NearestCurves | None,
         confidence: float,
         rng: np.random.Generator,
         tally: _Tally,
     ) -> None:
-        self.task, self.general, self.gbm = task, general, gbm
+        self.task, self.general, self.gbm, self.nearest = task, general, gbm, nearest
         self.confidence, self.rng, self.tally = confidence, rng, tally
         self.contexts = [
             _HeldOutContext.of(cid, g) for cid, g in task.held_out.groupby("context_id", sort=True)
@@ -209,16 +225,21 @@ class _TaskReplay:
             ern = ErnestModel.fit_points(points["scale_out"].to_numpy(), points["runtime_s"].to_numpy(), size)
             e_mean, e_lo, e_hi = ern.predict_band(None, ns, confidence)
             g_mean = np.array([gbm_pred[(c.cid, n)] for n in ns])
+            near = None if self.nearest is None else self.nearest.predict(c.properties, points, np.array(ns))
             for target in rng.uniform(c.lowest_target, c.highest_target, targets):
                 choice = {
                     "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
                     "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
                     "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
                     "always_max": max(ns),
+                    "nearest_curves": max(ns)
+                    if near is None
+                    else _choose(ns, near, near, near, target, confidence),
                     "oracle": next(n for n in ns if runs_at[n].max() <= target),
                 }
                 outcomes = {}
-                for policy, n in choice.items():
+                for policy in self.tally.policies:
+                    n = choice[policy]
                     runtime = float(rng.choice(runs_at[n]))
                     outcomes[policy] = (runtime <= target, n * runtime)
                 # the unit of the bootstrap: one context's draw of k runs
@@ -241,7 +262,7 @@ def _summarise(
         oracle = sum(x for k in ks for x in tally.node_s["oracle"][k])
         return {"attainment": float(np.mean(h)), "node_seconds_vs_oracle": ns / oracle, "decisions": len(h)}
 
-    policies = {p: stats(p, K_SIZING) for p in POLICIES}
+    policies = {p: stats(p, K_SIZING) for p in tally.policies}
     for policy, interval in _bootstrap(tally).items():
         policies[policy]["interval_95"] = interval
     return {
@@ -256,7 +277,7 @@ def _summarise(
         "min_draws_per_task": min_draws,
         "draws": len(tally.draws()),
         "policies": policies,
-        "per_k": {str(k): {p: stats(p, (k,)) for p in POLICIES} for k in K_SIZING},
+        "per_k": {str(k): {p: stats(p, (k,)) for p in tally.policies} for k in K_SIZING},
         "seconds": round(seconds, 1),
     }
 
@@ -280,7 +301,7 @@ def _bootstrap(tally: _Tally) -> dict[str, dict[str, list[float]]]:
     oracle = summed(flat(tally.node_s["oracle"]))
     decisions = draws @ count
     out = {}
-    for policy in POLICIES:
+    for policy in tally.policies:
         attainment = summed(flat(tally.hits[policy])) / decisions
         ratio = summed(flat(tally.node_s[policy])) / oracle
         out[policy] = {
@@ -296,7 +317,7 @@ def render_sizing(report: dict[str, Any]) -> None:
 
     console = Console()
     table = Table(
-        title=f"Sizing replay, {report['dataset']}, requested confidence {report['confidence']:.0%} "
+        title=f"Sizing replay, {report['dataset']}{protocol_title(report)}, requested confidence {report['confidence']:.0%} "
         f"({report['seeds']} seed(s){', quick' if report['quick'] else ''}; k = fine-tuning runs)"
     )
     table.add_column("policy")
@@ -304,7 +325,7 @@ def render_sizing(report: dict[str, Any]) -> None:
     table.add_column("SLA attainment", justify="right")
     table.add_column("node-seconds / oracle", justify="right")
     table.add_column("decisions", justify="right")
-    for policy in POLICIES:
+    for policy in report["policies"]:
         for k in report["k"]:
             s = report["per_k"][str(k)][policy]
             table.add_row(
@@ -326,7 +347,7 @@ def render_sizing(report: dict[str, Any]) -> None:
     console.print(table)
     render_skipped(report)
     console.print(f"95 % bootstrap intervals over {report['draws']} draws of fine-tuning runs:")
-    for policy in POLICIES[:-1]:
+    for policy in [p for p in report["policies"] if p != "oracle"]:
         att, ratio = (
             report["policies"][policy]["interval_95"][m] for m in ("attainment", "node_seconds_vs_oracle")
         )

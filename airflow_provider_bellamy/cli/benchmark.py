@@ -55,12 +55,17 @@ def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="your own runs instead (CSV/TSV in the canonical columns, as `history import` reads them)",
     )
+    # the names are checked where the splits live (benchmarks.common.benchmark_runs), which refuses
+    # one that does not fit the runs, naming the field
     parser.add_argument(
         "--protocol",
-        choices=("folds", "leave-job-out"),
         default=None,
-        help="how --traces is split: 5 folds of each job type's contexts (default), or each job type "
-        "held out whole and pre-trained on the others and the bundled traces",
+        help="how the runs are split: folds (5 folds of each job type's contexts; --traces default), "
+        "leave-job-out (each job type held out whole, pre-trained on the others and the bundled "
+        "traces; bell's), leave-machine-type-out (each machine type held out whole per job type, "
+        "pre-trained on the job type's other machine types; c3o or --traces), leave-environment-out "
+        "(each environment held out whole, pre-trained on the other environments' runs and the "
+        "bundled traces; --traces)",
     )
 
 
