@@ -212,7 +212,14 @@ class FeatureSchema:
         )
 
     def check_context(self, job_type: str, context: Mapping[str, str | float]) -> None:
-        if self.unknown_as_absent and self.distinguishing is not None:
+        """Refuse a context the model cannot answer for, naming a property it should give.
+
+        A model that reads absent properties as unknown (``unknown_as_absent``) answers for a
+        context of a job type it knows lacking some of them; only one that gives none of what tells
+        the job's training contexts apart would get the job's average for an answer, and is refused.
+        Otherwise, and for a job type the model never saw (its answers were calibrated with those
+        properties given), the context must give what every training run had."""
+        if self.unknown_as_absent and self.distinguishing is not None and job_type in self.distinguishing:
             self._check_distinguished(job_type, context)
             return
         missing = [p for p in self.required_for(job_type) if p not in context]
@@ -225,22 +232,7 @@ class FeatureSchema:
             )
 
     def _check_distinguished(self, job_type: str, context: Mapping[str, str | float]) -> None:
-        """A model that reads absent properties as unknown answers for a context of a job type it
-        knows lacking some of them (its band says so); only one that gives none of what tells the
-        job's training contexts apart would get the job's average for an answer, and is refused. A
-        job type the model never saw keeps the strict rule (what every training run had): the
-        answers for one were calibrated with those properties given."""
         assert self.distinguishing is not None
-        if job_type not in self.distinguishing:
-            missing = [p for p in self.required_for(job_type) if p not in context]
-            if missing:
-                raise InvalidInputError(
-                    f"context.{missing[0]}",
-                    None,
-                    f"job type {job_type!r} is new to the model, which reads a new one with the "
-                    f"properties every training run had (missing: {', '.join(missing)})",
-                )
-            return
         telling = self.distinguishing[job_type]
         if telling and not any(context.get(p) is not None and self.is_known(p, context[p]) for p in telling):
             raise InvalidInputError(

@@ -377,7 +377,7 @@ def fit_context(
 # job's shape across. NEAREST_WEIGHT: the share of their curve, rescaled to the context's runs,
 # in the prediction (log space). NEAREST_LENGTH: the distance (summed |log ratio| of numbers, 1
 # per differing string) at which a training context's weight falls by a factor e.
-NEAREST_WEIGHT = 0.5
+NEAREST_WEIGHT = 0.75
 NEAREST_LENGTH = 0.5
 
 

@@ -155,3 +155,30 @@ def test_the_schema_knows_the_values_it_was_trained_with() -> None:
 @pytest.fixture(scope="module")
 def c3o_kmeans() -> pd.DataFrame:
     return with_context_ids(load_traces("c3o", "kmeans"))
+
+
+def test_a_model_file_of_format_2_is_read_and_predicts_as_it_did(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """A file written before the schema knew its values (format /2) is still read: every value is read
+    as before and a context must give every property its runs all had."""
+    import json
+
+    from safetensors.numpy import save
+
+    data = grep_model.to_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(json.loads(data[8 : 8 + size])["__metadata__"]["bellamy"])
+    header["format"] = "bellamy-runtime-model/2"
+    header["schema"] = {
+        "properties": header["schema"]["properties"],
+        "required": header["schema"]["required"],
+    }
+    header["metadata"].pop("curves")
+    header.pop("nearest")
+    old = RuntimeModel.from_bytes(save(dict(grep_model.params), metadata={"bellamy": json.dumps(header)}))
+    ctx = _context(grep_runs[grep_runs["context_id"] == held_out_context])
+    np.testing.assert_array_equal(old.predict(ctx, [2, 6]), grep_model.predict(ctx, [2, 6]))
+    assert not old.schema.unknown_as_absent
+    with pytest.raises(InvalidInputError, match=r"context\.machine_type"):
+        old.predict({k: v for k, v in ctx.items() if k != "machine_type"}, [2])
