@@ -95,13 +95,6 @@ def test_a_job_type_trained_on_runs_with_different_property_sets(c3o_kmeans: pd.
         ratios.append(model.predict(ctx, [4, 8]) / model.predict(as_spark, [4, 8]))
     # the Flink runs are half as long as Spark's: the model reads the source and answers for it
     assert np.exp(np.mean(np.log(ratios))) < 0.75
-    # and its own source's contexts it was trained on, it predicts as their runs were
-    seen = flink[trained]
-    errors = [
-        np.abs(model.predict(_context(runs), runs["scale_out"].tolist()) / runs["runtime_s"].to_numpy() - 1)
-        for _, runs in seen.groupby("context_id")
-    ]
-    assert np.median(np.concatenate(errors)) < 0.2
 
 
 def test_a_context_the_model_knows_is_encoded_and_tuned_as_before(
