@@ -79,12 +79,30 @@ def scale_out_basis(scale_outs: np.ndarray, steep_floor: float = 1.0) -> np.ndar
     return np.stack([np.ones_like(n), 1.0 / n, 1.0 / n**2, 1.0 / steep**4, np.log(n), n], axis=-1)
 
 
+# The job type is what a model of several job types tells them apart by: it is always known (a job
+# type the model never saw is read by its name's n-grams, see ``FeatureSchema.required_for``).
+ALWAYS_KNOWN = ("job_type",)
+
+
 @dataclass
 class FeatureSchema:
-    """Which properties a model reads, and which of them each job type must supply."""
+    """Which properties a model reads, which values of them it knows, and what a context must give.
+
+    ``categories`` / ``ranges`` (None in a model from before them): the string values each
+    property had in training, and the smallest and largest number. A model
+    pre-trained with property dropout (``unknown_as_absent``) learned what a context predicts
+    when a property is absent, so a value it cannot have learned anything about (a machine type,
+    an environment never seen; a number where training only ever saw another) is read as unknown,
+    not extrapolated from a vector the network never saw, and a context may lack any property.
+    """
 
     properties: list[str]
     required: dict[str, list[str]]  # job type → properties every run of it had
+    categories: dict[str, list[str]] | None = None
+    ranges: dict[str, list[float]] | None = None
+    # job type → the properties whose values tell its training contexts apart
+    distinguishing: dict[str, list[str]] | None = None
+    unknown_as_absent: bool = False
 
     @classmethod
     def from_contexts(
@@ -93,24 +111,67 @@ class FeatureSchema:
         """Required for a job type: the properties every one of its training runs had AND every
         training run of any job type had. A property some runs lacked was seen absent in training
         (the network has a presence input for it), so a context may lack it too; one that no run
-        ever lacked was never seen absent, and a context without it is an error."""
+        ever lacked was never seen absent, and a context without it is an error (unless the model
+        is pre-trained with property dropout: ``unknown_as_absent``)."""
         props: set[str] = set()
         seen: dict[str, list[set[str]]] = {}
+        values: dict[str, set[str | float]] = {}
+        by_job: dict[str, dict[str, set[str | float | None]]] = {}
         for job, ctx in zip(job_types, contexts, strict=True):
             keys = set(ctx)
             props |= keys
             seen.setdefault(job, []).append(keys)
+            for name, value in ctx.items():
+                values.setdefault(name, set()).add(value)
+        for job, ctx in zip(job_types, contexts, strict=True):
+            for name in props:
+                by_job.setdefault(job, {}).setdefault(name, set()).add(ctx.get(name))
         everywhere = set.intersection(*(s for sets in seen.values() for s in sets))
         required = {job: sorted(set.intersection(*sets) & everywhere) for job, sets in seen.items()}
-        return cls(properties=sorted(props), required=required)
+        categories = {
+            name: sorted(str(v) for v in vals if isinstance(v, str))
+            for name, vals in values.items()
+            if any(isinstance(v, str) for v in vals)
+        }
+        numbers = {name: [float(v) for v in vals if not isinstance(v, str)] for name, vals in values.items()}
+        ranges = {name: [min(nums), max(nums)] for name, nums in numbers.items() if nums}
+        distinguishing = {
+            job: sorted(name for name, vals in per.items() if len(vals) > 1 and name not in ALWAYS_KNOWN)
+            for job, per in by_job.items()
+        }
+        return cls(
+            properties=sorted(props),
+            required=required,
+            categories=categories,
+            ranges=ranges,
+            distinguishing=distinguishing,
+        )
 
     def to_dict(self) -> dict[str, object]:
-        return {"properties": self.properties, "required": self.required}
+        out: dict[str, object] = {"properties": self.properties, "required": self.required}
+        if self.categories is not None:
+            out.update(
+                categories=self.categories,
+                ranges=self.ranges,
+                distinguishing=self.distinguishing,
+                unknown_as_absent=self.unknown_as_absent,
+            )
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> FeatureSchema:
+        categories = data.get("categories")
         return cls(
-            properties=list(data["properties"]), required={k: list(v) for k, v in data["required"].items()}
+            properties=list(data["properties"]),
+            required={k: list(v) for k, v in data["required"].items()},
+            categories=None if categories is None else {k: list(v) for k, v in categories.items()},
+            ranges=None
+            if data.get("ranges") is None
+            else {k: [float(x) for x in v] for k, v in data["ranges"].items()},
+            distinguishing=None
+            if data.get("distinguishing") is None
+            else {k: list(v) for k, v in data["distinguishing"].items()},
+            unknown_as_absent=bool(data.get("unknown_as_absent", False)),
         )
 
     def required_for(self, job_type: str) -> list[str]:
@@ -127,7 +188,40 @@ class FeatureSchema:
             raise UnknownJobTypeError(job_type, list(self.required))
         return sorted(set.intersection(*(set(props) for props in self.required.values())))
 
+    def is_known(self, name: str, value: str | float) -> bool:
+        """Whether the network learned anything about ``value`` of property ``name``: a string seen
+        in training, a number of a property that took more than one value (or that one; beyond the
+        range the number's encoding extrapolates, see ``encode_number``). Always
+        true for a model not pre-trained to read unknown values as absent."""
+        if not self.unknown_as_absent or name in ALWAYS_KNOWN or self.categories is None:
+            return True
+        if isinstance(value, str):
+            return value in self.categories.get(name, ())
+        span = (self.ranges or {}).get(name)
+        if span is None:  # a property training only saw as strings
+            return False
+        # one value in training: the network cannot have learned what another one does
+        return span[0] < span[1] or float(value) == span[0]
+
+    def unknown_properties(self, context: Mapping[str, str | float]) -> list[str]:
+        """The properties ``context`` gives that the model reads as unknown (see ``is_known``)."""
+        return sorted(
+            name
+            for name in self.properties
+            if context.get(name) is not None and not self.is_known(name, context[name])
+        )
+
     def check_context(self, job_type: str, context: Mapping[str, str | float]) -> None:
+        """Refuse a context the model cannot answer for, naming a property it should give.
+
+        A model that reads absent properties as unknown (``unknown_as_absent``) answers for a
+        context of a job type it knows lacking some of them; only one that gives none of what tells
+        the job's training contexts apart would get the job's average for an answer, and is refused.
+        Otherwise, and for a job type the model never saw (its answers were calibrated with those
+        properties given), the context must give what every training run had."""
+        if self.unknown_as_absent and self.distinguishing is not None and job_type in self.distinguishing:
+            self._check_distinguished(job_type, context)
+            return
         missing = [p for p in self.required_for(job_type) if p not in context]
         if missing:
             raise InvalidInputError(
@@ -137,8 +231,20 @@ class FeatureSchema:
                 f"the context must give it (missing: {', '.join(missing)})",
             )
 
+    def _check_distinguished(self, job_type: str, context: Mapping[str, str | float]) -> None:
+        assert self.distinguishing is not None
+        telling = self.distinguishing[job_type]
+        if telling and not any(context.get(p) is not None and self.is_known(p, context[p]) for p in telling):
+            raise InvalidInputError(
+                f"context.{telling[0]}",
+                None,
+                f"the context gives none of the properties that tell job type {job_type!r}'s "
+                f"training contexts apart, with a value the model knows (give one of: {', '.join(telling)})",
+            )
+
     def encode(self, contexts: Sequence[Mapping[str, str | float]]) -> tuple[np.ndarray, np.ndarray]:
-        """(vectors [B, P, D], presence mask [B, P]) for a batch of normalised contexts."""
+        """(vectors [B, P, D], presence mask [B, P]) for a batch of normalised contexts; a value the
+        model cannot read (``is_known``) is encoded as absent."""
         b, p = len(contexts), len(self.properties)
         vectors = np.zeros((b, p, PROPERTY_DIM), dtype=np.float32)
         mask = np.zeros((b, p), dtype=np.float32)
@@ -146,7 +252,7 @@ class FeatureSchema:
         for i, ctx in enumerate(contexts):
             for j, name in enumerate(self.properties):
                 value = ctx.get(name)
-                if value is None:
+                if value is None or not self.is_known(name, value):
                     continue
                 if value not in cache:
                     cache[value] = encode_value(value)
@@ -155,8 +261,24 @@ class FeatureSchema:
         return vectors, mask
 
 
+# Properties derived from others, where a context gives both: how many times one node's memory
+# the input is, and the input per core of a node. Where a memory cliff sits (C3O's sgd and kmeans
+# run 3× to 25× slower on 2 nodes than on 4: their working set no longer fits) is a matter of the
+# input per node's memory, which a network shown two or three machine types cannot learn from
+# data size and memory apart. The scale-out stays out of them: it enters through the basis only.
+DERIVED = {
+    "data_per_node_memory": ("data_size_mb", "memory_mb"),
+    "data_per_core_mb": ("data_size_mb", "cores"),
+}
+
+
 def context_of(job_type: str, record: Mapping[str, object]) -> dict[str, str | float]:
-    """The model's view of a context: normalised properties plus the job type itself."""
-    ctx = normalize_context(record)
+    """The model's view of a context: normalised properties, the job type itself, and the
+    ``DERIVED`` ratios of the numbers it gives."""
+    ctx = normalize_context({k: v for k, v in record.items() if k not in DERIVED})
     ctx["job_type"] = job_type
+    for name, (numerator, denominator) in DERIVED.items():
+        top, bottom = ctx.get(numerator), ctx.get(denominator)
+        if isinstance(top, float) and isinstance(bottom, float) and bottom > 0:
+            ctx[name] = top / bottom
     return ctx

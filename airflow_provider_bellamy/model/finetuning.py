@@ -10,7 +10,10 @@ held-out contexts at once (calibration), without torch.
 from __future__ import annotations
 
 import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +27,11 @@ RESCALE_PRIOR_SD = 1.0
 
 # Prior probability that a context comes from an environment the training data never showed.
 OTHER_ENVIRONMENT_PRIOR = 0.02
+# ... and for a context with a property value the model never saw (a machine type, an environment):
+# it does come from elsewhere, and its runs' level says by how much. The learned prior only knows
+# how training contexts differ among themselves (C3O, a machine type held out: one run at 6 nodes
+# left the tuned curve 1.17-1.31× above that very run under 0.02).
+UNSEEN_VALUE_PRIOR = 0.5
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -100,6 +108,7 @@ def fit_delta_averaged(
     *,
     noise_sd: float,
     learned_cov: np.ndarray,
+    other_prior: float = OTHER_ENVIRONMENT_PRIOR,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fine-tuning under two hypotheses, averaged by how well each explains the runs.
 
@@ -107,8 +116,8 @@ def fit_delta_averaged(
     prior plus a broad rescale (``RESCALE_PRIOR_SD``). A context off by 10× (a laptop, a
     different cluster) is explained only by the second, and one run rescales the curve;
     ordinary noise is explained better by the first, and a single noisy run cannot drag
-    the curve away. Weights: prior odds × marginal likelihoods (Bayesian model averaging).
-    Returns (Δ [B,F], posterior probability of "another environment" [B]).
+    the curve away. Weights: prior odds (``other_prior``) × marginal likelihoods (Bayesian model
+    averaging). Returns (Δ [B,F], posterior probability of "another environment" [B]).
     """
     h0 = np.asarray(h0, dtype=np.float64)
     if weight.sum() == 0:
@@ -116,8 +125,8 @@ def fit_delta_averaged(
     log_phi = np.log(np.maximum(basis, 1e-12))
     fits, log_post = [], []
     for cov, prior in (
-        (learned_cov, 1 - OTHER_ENVIRONMENT_PRIOR),
-        (other_environment_covariance(learned_cov), OTHER_ENVIRONMENT_PRIOR),
+        (learned_cov, 1 - other_prior),
+        (other_environment_covariance(learned_cov), other_prior),
     ):
         fits.append(
             fit_delta(h0, basis, log_y, weight, noise_sd=noise_sd, prior_precision=np.linalg.inv(cov))
@@ -270,6 +279,7 @@ def fit_context(
     learned_cov: np.ndarray,
     check_above: float = 0.0,
     correction: tuple[float, float] | None = None,
+    other_prior: float = OTHER_ENVIRONMENT_PRIOR,
 ) -> ContextFit:
     """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
     log_y, weight [B,K] (0 = padding).
@@ -283,6 +293,7 @@ def fit_context(
     as the context's check of its band; with ``correction`` (amplitude, length) each left-out
     prediction is corrected as ``residual_correction`` corrects a prediction, from the residuals
     at the others, so the check measures the error of the curve that will be used.
+    ``other_prior``: the prior probability of "another environment" (``fit_delta_averaged``).
     """
     h0 = np.asarray(h0, dtype=np.float64)
     b, m, f = h0.shape
@@ -295,6 +306,7 @@ def fit_context(
             np.repeat(w, m, axis=0),
             noise_sd=noise_sd,
             learned_cov=learned_cov,
+            other_prior=other_prior,
         )
         return flat.reshape(b, m, f), other.reshape(b, m).mean(axis=1)
 
@@ -356,3 +368,82 @@ def fit_context(
         check_rms=check_rms,
         check_count=check_count,
     )
+
+
+# A context with a property value the model never saw (another machine type, another cluster):
+# the network reads that value as unknown and answers with what its training contexts have in
+# common, a curve no context quite had. The curves of the training contexts of the same job
+# nearest to it in the properties it does give (its job parameters, its input) carry the
+# job's shape across. NEAREST_WEIGHT: the share of their curve, rescaled to the context's runs,
+# in the prediction (log space). NEAREST_LENGTH: the distance (summed |log ratio| of numbers, 1
+# per differing string) at which a training context's weight falls by a factor e.
+NEAREST_WEIGHT = 0.75
+NEAREST_LENGTH = 0.5
+
+
+def property_distance(
+    context: Mapping[str, str | float], other: Mapping[str, str | float], names: Iterable[str]
+) -> float:
+    """How far ``other`` lies from ``context`` in the properties ``names`` that ``context`` gives:
+    |log ratio| of positive numbers, else 0 for equal values and 1 for different or absent ones."""
+    total = 0.0
+    for name in names:
+        a, b = context.get(name), other.get(name)
+        if a is None:
+            continue
+        if isinstance(a, str) or isinstance(b, str) or b is None:
+            total += 0.0 if a == b else 1.0
+        elif a > 0 and b > 0:
+            total += abs(math.log(a / b))
+        else:
+            total += 0.0 if a == b else 1.0
+    return total
+
+
+def nearest_curve(
+    context: Mapping[str, str | float],
+    curves: Sequence[Mapping[str, Any]],
+    grid: Sequence[float],
+    names: Iterable[str],
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(log scale-outs, mean log runtime) of the training contexts of ``context``'s job type,
+    weighted by exp(-distance / NEAREST_LENGTH) (``property_distance`` over ``names``), on the
+    scale-outs of ``grid`` all of them measured; None without such contexts or common scale-outs.
+
+    ``curves``: one entry per training context, {"context": properties, "log_runtime": mean log
+    runtime per scale-out of ``grid`` (None where it had no run)}."""
+    names = list(names)
+    job = context.get("job_type")
+    same = [c for c in curves if c["context"].get("job_type") == job]
+    if not same:
+        return None
+    values = np.array([[np.nan if v is None else v for v in c["log_runtime"]] for c in same], dtype=float)
+    distance = np.array([property_distance(context, c["context"], names) for c in same])
+    weight = np.exp(-(distance - distance.min()) / NEAREST_LENGTH)
+    # the scale-outs every context that matters measured (weight ≥ 1 %): one curve, one shape
+    matters = weight >= 0.01
+    common = np.all(np.isfinite(values[matters]), axis=0)
+    if common.sum() < 2:
+        return None
+    log_n = np.log(np.asarray(grid, dtype=float))[common]
+    mean = np.average(values[matters][:, common], axis=0, weights=weight[matters])
+    return log_n, mean
+
+
+def nearest_log_runtime(
+    log_n: np.ndarray,
+    log_runtime: np.ndarray,
+    network: np.ndarray,
+    network_ends: np.ndarray,
+    scale_outs: np.ndarray,
+) -> np.ndarray:
+    """The nearest contexts' curve at ``scale_outs``: linear in log-log between their scale-outs,
+    and beyond them the network's curve (``network`` at ``scale_outs``, ``network_ends`` at the
+    first and last of ``log_n``) offset to meet it there: no power law is extrapolated from two
+    end points."""
+    x = np.log(np.asarray(scale_outs, dtype=float))
+    out = np.interp(x, log_n, log_runtime)
+    lo, hi = x < log_n[0], x > log_n[-1]
+    out[lo] = network[lo] + (log_runtime[0] - network_ends[0])
+    out[hi] = network[hi] + (log_runtime[-1] - network_ends[1])
+    return out

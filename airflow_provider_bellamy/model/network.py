@@ -71,15 +71,20 @@ class BellamyNet(nn.Module):
         self.head = EnsembleLinear(members, hidden, N_BASIS, gens)
         self.act = nn.SELU()
 
-    def log_weights(self, vectors: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_weights(
+        self, vectors: torch.Tensor, mask: torch.Tensor, keep: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """h [M, C, N_BASIS] for contexts vectors [C, P, D] / mask [C, P], and the members'
-        mean auto-encoder reconstruction error over present properties."""
+        mean auto-encoder reconstruction error over present properties. ``keep`` [M, C, P]:
+        per member, the present properties the MLP reads (property dropout in pre-training)."""
         m, (c, p, d) = self.members, vectors.shape
         x = vectors.reshape(1, c * p, d).expand(m, -1, -1)
         code = torch.tanh(self.enc2(self.act(self.enc1(x))))
         recon = self.dec2(self.act(self.dec1(code)))
         mk = mask.reshape(1, c * p)
         recon_err = (((recon - x) ** 2).mean(-1) * mk).sum() / (mk.sum().clamp(min=1.0) * m)
+        if keep is not None:
+            mk = mk * keep.reshape(m, c * p)
         code = code * mk.unsqueeze(-1)
         flat = torch.cat([code, mk.unsqueeze(-1).expand(m, -1, -1)], dim=-1).reshape(
             m, c, p * (self.code + 1)

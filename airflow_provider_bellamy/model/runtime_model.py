@@ -28,8 +28,24 @@ from airflow_provider_bellamy.model.extrapolation import (
     signals,
     training_domain,
 )
-from airflow_provider_bellamy.model.features import PROPERTY_DIM, FeatureSchema, context_of, scale_out_basis
-from airflow_provider_bellamy.model.finetuning import blend_log_runtime, fit_context, residual_correction
+from airflow_provider_bellamy.model.features import (
+    ALWAYS_KNOWN,
+    DERIVED,
+    PROPERTY_DIM,
+    FeatureSchema,
+    context_of,
+    scale_out_basis,
+)
+from airflow_provider_bellamy.model.finetuning import (
+    NEAREST_WEIGHT,
+    OTHER_ENVIRONMENT_PRIOR,
+    UNSEEN_VALUE_PRIOR,
+    blend_log_runtime,
+    fit_context,
+    nearest_curve,
+    nearest_log_runtime,
+    residual_correction,
+)
 from airflow_provider_bellamy.records import (
     context_columns,
     successful_runs,
@@ -45,7 +61,11 @@ if TYPE_CHECKING:
 
     from airflow_provider_bellamy.model.training import EncodedRuns, TrainingConfig
 
-FORMAT = "bellamy-runtime-model/2"  # bump when tensors or header change meaning
+FORMAT = "bellamy-runtime-model/3"  # bump when tensors or header change meaning
+# Files of these formats are read too: /2 lacks the schema's known values (every value is read as
+# before, and a context must give every property its runs all had) and the training contexts'
+# curves (no nearest-curves component); it predicts as it did.
+READABLE_FORMATS = (FORMAT, "bellamy-runtime-model/2")
 _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 # Fewer leave-one-scale-out residuals than this say nothing about a context's error (one
 # residual cannot tell a bad curve from one noisy run): the table alone decides.
@@ -133,6 +153,7 @@ class RuntimeModel:
         check_count: int = 0,
         observed_scale_outs: Sequence[int] = (),
         run_residuals: Sequence[tuple[float, float]] = (),
+        nearest: Mapping[str, Any] | None = None,
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
@@ -152,6 +173,9 @@ class RuntimeModel:
         # the context's leave-one-scale-out error: its band is never narrower than it says
         self.check_rms = float(check_rms)
         self.check_count = int(check_count)
+        # a context the model reads values of as unknown: its nearest training contexts' curve,
+        # rescaled to its runs ({"log_n", "log_runtime", "weight"}; see finetuning.nearest_curve)
+        self.nearest = None if nearest is None else dict(nearest)
         self._h_cache: dict[str, np.ndarray] = {}
         self._unseen_view: RuntimeModel | None = None
 
@@ -262,6 +286,7 @@ class RuntimeModel:
         contexts = _frame_contexts(frame)
         keys = [_context_key(c) for c in contexts]
         schema = FeatureSchema.from_contexts(list(frame["job_type"]), contexts)
+        schema.unknown_as_absent = cfg.property_dropout > 0
         data = encode_runs(
             schema, contexts, keys, frame["scale_out"].to_numpy(), frame["runtime_s"].to_numpy(), device
         )
@@ -335,6 +360,7 @@ class RuntimeModel:
                 deadline((start + 0.75) * share),
                 deadline((start + 0.95) * share),
             )
+        curves = _context_curves(data, runs_np, keys, contexts)
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
         model.metadata = {
             "format": FORMAT,
@@ -351,6 +377,7 @@ class RuntimeModel:
             "config": {k: v for k, v in cfg.__dict__.items() if k != "device"},
             # what extrapolation.signals compares a context with
             "domain": training_domain(ordered),
+            "curves": curves,
             **calibration,
         }
         return model
@@ -386,6 +413,10 @@ class RuntimeModel:
             learned_cov=self._prior_covariance(),
             check_above=self._smallest_max,
             correction=self._correction,
+            # a value the model never saw: the context comes from elsewhere (see finetuning)
+            other_prior=UNSEEN_VALUE_PRIOR
+            if self.schema.unknown_properties(ctx)
+            else OTHER_ENVIRONMENT_PRIOR,
         )
         tuned = self._copy(
             delta=fit.delta[0],
@@ -397,10 +428,41 @@ class RuntimeModel:
             check_count=int(fit.check_count[0]),
             observed_scale_outs=[int(n) for n in ns],
         )
+        tuned.nearest = self._nearest_for(ctx, tuned, ns, log_y)
         # the residual correction's data: what the tuned curve, before any correction, misses
         curve = tuned._log_curves(ctx, ns.astype(np.int64))[1]
         tuned.run_residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
         return tuned
+
+    def _nearest_for(
+        self, ctx: dict[str, str | float], tuned: RuntimeModel, ns: np.ndarray, log_y: np.ndarray
+    ) -> dict[str, Any] | None:
+        """For a context with a value the model reads as unknown: the curve of the training
+        contexts of its job nearest to it in the properties it gives, rescaled to its runs (None:
+        a context the model knows, a model without stored curves, no such contexts)."""
+        curves = self.metadata.get("curves")
+        if not curves or not self.schema.unknown_properties(ctx):
+            return None
+        names = [
+            p
+            for p in self.schema.properties
+            if p not in ALWAYS_KNOWN
+            and p not in DERIVED
+            and ctx.get(p) is not None
+            and self.schema.is_known(p, ctx[p])
+        ]
+        found = nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names)
+        if found is None:
+            return None
+        log_n, log_runtime = found
+        network = tuned._network_log(ctx, ns.astype(np.float64))
+        ends = tuned._network_log(ctx, np.exp(log_n[[0, -1]]))
+        shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
+        return {
+            "log_n": log_n.tolist(),
+            "log_runtime": (log_runtime + shift).tolist(),
+            "weight": NEAREST_WEIGHT,
+        }
 
     @property
     def _likelihood_sd(self) -> float:
@@ -477,12 +539,14 @@ class RuntimeModel:
         found that curve describes the context's runs better, plus the residual correction
         towards the context's own runs (runs at ≥ 2 scale-outs; its setting chosen at
         calibration, none in models calibrated before it)."""
-        h = self._base_h(ctx)
         tuned = self._is_tuned_for(ctx)
-        if tuned and self.delta is not None:
-            h = h + self.delta
-        basis = scale_out_basis(ns, self._steep_floor)
-        network = inference.log_runtime(h[:, None, :], basis[None, :, :]).mean(axis=0)
+        network = self._network_log(ctx, ns)
+        if tuned and self.nearest is not None:
+            log_n, log_runtime = np.asarray(self.nearest["log_n"]), np.asarray(self.nearest["log_runtime"])
+            near = nearest_log_runtime(
+                log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
+            )
+            network = (1 - self.nearest["weight"]) * network + self.nearest["weight"] * near
         if not (tuned and self.parametric_theta is not None):
             return network, network
         blended = blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
@@ -498,6 +562,14 @@ class RuntimeModel:
                 noise_sd=self._likelihood_sd,
             )
         return network, blended
+
+    def _network_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
+        """The members' mean log runtime at ``ns`` (the fine-tuned correction applied where tuned)."""
+        h = self._base_h(ctx)
+        if self._is_tuned_for(ctx) and self.delta is not None:
+            h = h + self.delta
+        basis = scale_out_basis(ns, self._steep_floor)
+        return inference.log_runtime(h[:, None, :], basis[None, :, :]).mean(axis=0)
 
     def predict(self, context: Mapping[str, object], scale_outs: Sequence[int]) -> np.ndarray:
         """Predicted runtime in seconds at each scale-out (geometric mean of the members)."""
@@ -651,6 +723,7 @@ class RuntimeModel:
                 "observed_scale_outs": list(self.observed_scale_outs),
                 "run_residuals": [list(pair) for pair in self.run_residuals],
             },
+            "nearest": self.nearest,
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
 
@@ -675,7 +748,7 @@ class RuntimeModel:
             raise ModelFileError(
                 f"{source}: not a readable Bellamy model file ({exc.__class__.__name__}: {exc})"
             ) from None
-        if header.get("format") != FORMAT:
+        if header.get("format") not in READABLE_FORMATS:
             raise ModelFileError(
                 f"{source}: model format {header.get('format')!r} is not {FORMAT!r}; retrain with `bellamy train`"
             )
@@ -695,6 +768,14 @@ class RuntimeModel:
                 )
             ):
                 raise ValueError(f"parametric curve {parametric}")
+            nearest = header.get("nearest")
+            if nearest is not None and not (
+                len(nearest["log_n"]) == len(nearest["log_runtime"]) >= 2
+                and np.all(np.diff(nearest["log_n"]) > 0)
+                and np.all(np.isfinite(nearest["log_runtime"]))
+                and 0 <= float(nearest["weight"]) <= 1
+            ):
+                raise ValueError(f"nearest curve {nearest}")
         except (KeyError, ValueError, TypeError) as exc:
             raise ModelFileError(f"{source}: model file is inconsistent ({exc})") from None
         return cls(
@@ -714,6 +795,7 @@ class RuntimeModel:
             # a file from before the field gets the bands it was written with
             observed_scale_outs=() if parametric is None else parametric.get("observed_scale_outs", []),
             run_residuals=() if parametric is None else parametric.get("run_residuals", []),
+            nearest=nearest,
         )
 
     def save(self, path: str | Path) -> Path:
@@ -778,6 +860,32 @@ def _context_property(
     """Property ``name`` of each encoded context (in ``ordered_keys`` order), as a string."""
     by_key = dict(zip(keys, contexts, strict=True))
     return [None if by_key[k].get(name) is None else str(by_key[k][name]) for k in ordered_keys]
+
+
+def _context_curves(
+    data: EncodedRuns, runs_np: _RunsArrays, keys: Sequence[str], contexts: Sequence[dict[str, str | float]]
+) -> dict[str, Any]:
+    """The training contexts' curves, for the nearest-curves component of a context the model
+    reads values of as unknown: each context's properties and its mean log runtime at each
+    scale-out of the training runs (None where it has none)."""
+    by_key = dict(zip(keys, contexts, strict=True))
+    grid = np.unique(runs_np.scale_out)
+    column = np.searchsorted(grid, runs_np.scale_out)
+    sums = np.zeros((len(data.context_keys), len(grid)))
+    counts = np.zeros_like(sums)
+    np.add.at(sums, (runs_np.ctx_index, column), runs_np.log_y)
+    np.add.at(counts, (runs_np.ctx_index, column), 1.0)
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return {
+        "scale_outs": [int(n) for n in grid],
+        "contexts": [
+            {
+                "context": by_key[key],
+                "log_runtime": [None if np.isnan(v) else round(float(v), 6) for v in row],
+            }
+            for key, row in zip(data.context_keys, means, strict=True)
+        ],
+    }
 
 
 def _calibrated(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from airflow_provider_bellamy.model.features import FeatureSchema, scale_out_basis
+from airflow_provider_bellamy.model.features import ALWAYS_KNOWN, FeatureSchema, scale_out_basis
 from airflow_provider_bellamy.model.network import BellamyNet, log_runtime
 
 
@@ -34,6 +34,11 @@ class TrainingConfig:
     ae_weight: float = 0.1
     code: int = 6
     hidden: int = 48
+    # Probability that pre-training hides one property of one context from one member in an
+    # epoch (every property but the job type, independently): the network learns what a context
+    # predicts without it, so a value it never saw (a machine type, an environment) or a property
+    # a context does not give is read as unknown rather than extrapolated (features.is_known).
+    property_dropout: float = 0.1
     time_budget_s: float | None = None
     device: str = "auto"
 
@@ -54,6 +59,7 @@ class EncodedRuns:
     log_y: torch.Tensor  # [N]
     scale_out: np.ndarray  # [N]
     context_keys: list[str] = field(default_factory=list)
+    droppable: torch.Tensor | None = None  # [P] properties property dropout may hide
 
 
 @contextmanager
@@ -96,6 +102,9 @@ def encode_runs(
         log_y=torch.as_tensor(np.log(runtimes), dtype=torch.float32, device=device),
         scale_out=np.asarray(scale_outs),
         context_keys=list(uniq),
+        droppable=torch.as_tensor(
+            [name not in ALWAYS_KNOWN for name in schema.properties], dtype=torch.bool, device=device
+        ),
     )
 
 
@@ -159,10 +168,16 @@ def train_ensemble(
     best_epoch = torch.zeros(m_count)
     basis = data.basis.unsqueeze(0)
     delta = config.huber_delta
+    dropout = config.property_dropout if data.droppable is not None and bool(data.droppable.any()) else 0.0
+    drop_gen = torch.Generator(device=device).manual_seed(seed * 1000 + 999)
     epoch = 0
     for epoch in range(1, config.max_epochs + 1):
         opt.zero_grad(set_to_none=True)
-        h, recon = net.log_weights(data.vectors, data.mask)
+        keep = None
+        if dropout > 0:
+            draw = torch.rand((m_count, *data.mask.shape), generator=drop_gen, device=device)
+            keep = ((draw >= dropout) | ~data.droppable).float()
+        h, recon = net.log_weights(data.vectors, data.mask, keep)
         err = log_runtime(h[:, data.ctx_index], basis) - data.log_y  # [M, N]
         absolute = err.abs()
         huber = torch.where(absolute < delta, 0.5 * err**2, delta * (absolute - 0.5 * delta))

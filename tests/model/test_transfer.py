@@ -1,0 +1,177 @@
+"""Contexts unlike the training data: property values the model never saw, properties a context
+does not give, and job types whose runs come with different property sets (issue 17)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from airflow_provider_bellamy.benchmarks.common import with_context_ids
+from airflow_provider_bellamy.datasets import load_traces
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.model import RuntimeModel
+from airflow_provider_bellamy.model.features import FeatureSchema
+
+from .conftest import FAST
+
+
+def _context(runs: pd.DataFrame) -> dict[str, object]:
+    return runs.drop(columns=["context_id"]).iloc[0].to_dict()
+
+
+@pytest.fixture(scope="module")
+def grep_without_c4(grep_runs: pd.DataFrame) -> RuntimeModel:
+    """grep pre-trained on two machine types (m4, r4); c4.2xlarge is never seen."""
+    train = grep_runs[grep_runs["machine_type"] != "c4.2xlarge"]
+    return RuntimeModel.pretrain(train.drop(columns=["context_id"]), seed=0, config=FAST)
+
+
+def test_a_context_on_an_unseen_machine_type_tuned_on_one_run_is_predicted_at_that_run(
+    grep_without_c4: RuntimeModel, grep_runs: pd.DataFrame
+) -> None:
+    """The bug of issue 17: fine-tuned on one run of grep on a machine type it never saw, the
+    model's prediction at that very scale-out stayed 1.17× above the run (the learned prior
+    refused the level shift). The model now reads the machine type as unknown and the context as
+    one from elsewhere: its run's level is what it is."""
+    c4 = grep_runs[grep_runs["machine_type"] == "c4.2xlarge"]
+    ctx = _context(c4)
+    assert grep_without_c4.schema.unknown_properties(grep_without_c4._normalise(ctx)) == ["machine_type"]
+    for n in (2, 6, 12):
+        run = c4[c4["scale_out"] == n].drop(columns=["context_id"]).iloc[:1]
+        observed = float(run["runtime_s"].iloc[0])
+        predicted = float(grep_without_c4.finetune(run).predict(ctx, [n])[0])
+        assert abs(predicted / observed - 1) < 0.05, (n, predicted, observed)
+
+
+def test_a_property_the_context_does_not_give_is_unknown_not_fatal(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    ctx = _context(grep_runs[grep_runs["context_id"] == held_out_context])
+    full = grep_model.predict(ctx, [2, 6, 12])
+    lacking = {k: v for k, v in ctx.items() if k not in ("machine_type", "memory_mb", "cores")}
+    partial = grep_model.predict(lacking, [2, 6, 12])
+    mean, lower, upper = grep_model.predict_band(lacking, [2, 6, 12])
+    assert np.all(np.isfinite(partial)) and np.all(partial > 0)
+    assert np.all(lower <= mean) and np.all(mean <= upper)
+    # it is read as absent, not as the full context: the prediction differs
+    assert not np.allclose(partial, full)
+    assert grep_model.cannot_read(lacking) is None
+    # a value the model never saw reads as that property absent
+    unseen = {**ctx, "machine_type": "z9.huge"}
+    without = {k: v for k, v in ctx.items() if k != "machine_type"}
+    np.testing.assert_array_equal(grep_model.predict(unseen, [2, 6]), grep_model.predict(without, [2, 6]))
+    # only a context giving nothing that tells grep's contexts apart is refused, naming what would
+    with pytest.raises(InvalidInputError, match=r"tell job type 'grep'.*data_size_mb"):
+        grep_model.predict({"job_type": "grep", "framework": "spark", "machine_type": "z9.huge"}, [2])
+    # a model pre-trained without property dropout never saw a property absent: it still refuses
+    strict = replace(grep_model.schema, unknown_as_absent=False)
+    with pytest.raises(InvalidInputError, match=r"context\.cores"):
+        strict.check_context("grep", lacking)
+
+
+def test_a_job_type_trained_on_runs_with_different_property_sets(c3o_kmeans: pd.DataFrame) -> None:
+    """kmeans from two sources (issue 17): the bundled Spark runs with features/k/observations and
+    Flink runs recorded without them, nor the node's cores and memory. Both train one model, and a
+    Flink context lacking those properties is predicted (from its own source's runs), not refused."""
+    spark = c3o_kmeans[c3o_kmeans["machine_type"] == "r4.2xlarge"]
+    contexts = sorted(spark["context_id"].unique())
+    flink = (
+        spark[spark["context_id"].isin(contexts[:8])]
+        .drop(columns=["features", "k", "observations", "cores", "memory_mb"])
+        .assign(framework="flink", environment="flink-standalone", runtime_s=lambda f: f["runtime_s"] * 0.5)
+    )
+    trained = flink["context_id"].isin(contexts[:4])
+    train = pd.concat([spark[~spark["context_id"].isin(contexts[:4])], flink[trained]])
+    model = RuntimeModel.pretrain(train.drop(columns=["context_id"]), seed=0, config=FAST)
+    assert {"features", "k", "observations", "cores", "memory_mb"} <= set(model.properties)
+    ratios = []
+    for _, test in flink[~trained].groupby("context_id"):
+        ctx = _context(test)
+        assert model.cannot_read(ctx) is None
+        as_spark = _context(spark[spark["context_id"] == test["context_id"].iloc[0]])
+        ratios.append(model.predict(ctx, [4, 8]) / model.predict(as_spark, [4, 8]))
+    # the Flink runs are half as long as Spark's: the model reads the source and answers for it
+    assert np.exp(np.mean(np.log(ratios))) < 0.75
+
+
+def test_a_context_the_model_knows_is_encoded_and_tuned_as_before(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """Where every value is one the model knows, reading unknown values as absent changes
+    nothing: the same encoding, the same fine-tuning prior, bit for bit."""
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    ctx = ctx_runs.iloc[0].to_dict()
+    normalised = grep_model._normalise(ctx)
+    assert grep_model.schema.unknown_properties(normalised) == []
+    strict = RuntimeModel(
+        grep_model.params,
+        grep_model.architecture,
+        replace(grep_model.schema, unknown_as_absent=False),
+        grep_model.metadata,
+    )
+    for a, b in zip(grep_model.schema.encode([normalised]), strict.schema.encode([normalised]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    points = ctx_runs.iloc[[0, 7]]
+    np.testing.assert_array_equal(
+        grep_model.finetune(points).predict(ctx, [2, 4, 8, 12]),
+        strict.finetune(points).predict(ctx, [2, 4, 8, 12]),
+    )
+
+
+def test_the_schema_knows_the_values_it_was_trained_with() -> None:
+    schema = FeatureSchema.from_contexts(
+        ["grep", "grep", "sort"],
+        [
+            {"job_type": "grep", "m": "a", "cores": 8.0, "size": 1.0},
+            {"job_type": "grep", "m": "b", "cores": 8.0, "size": 10.0},
+            {"job_type": "sort", "m": "a", "cores": 8.0, "size": 3.0},
+        ],
+    )
+    schema.unknown_as_absent = True
+    assert schema.is_known("m", "a") and not schema.is_known("m", "c")
+    # a number of a property that took one value in training: the network learned nothing of another
+    assert schema.is_known("cores", 8.0) and not schema.is_known("cores", 4.0)
+    # a range extrapolates (the encoding of numbers is smooth in log10)
+    assert schema.is_known("size", 1000.0)
+    assert not schema.is_known("m", 3.0)  # a property seen only as strings
+    assert schema.is_known("job_type", "wordcount")  # the job type is always read
+    assert schema.distinguishing == {"grep": ["m", "size"], "sort": []}
+    assert FeatureSchema.from_dict(schema.to_dict()) == schema
+    # a model from before (no values stored) reads every value
+    old = FeatureSchema.from_dict({"properties": ["m"], "required": {"grep": ["m"]}})
+    assert old.is_known("m", "anything") and not old.unknown_as_absent
+
+
+@pytest.fixture(scope="module")
+def c3o_kmeans() -> pd.DataFrame:
+    return with_context_ids(load_traces("c3o", "kmeans"))
+
+
+def test_a_model_file_of_format_2_is_read_and_predicts_as_it_did(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """A file written before the schema knew its values (format /2) is still read: every value is read
+    as before and a context must give every property its runs all had."""
+    import json
+
+    from safetensors.numpy import save
+
+    data = grep_model.to_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(json.loads(data[8 : 8 + size])["__metadata__"]["bellamy"])
+    header["format"] = "bellamy-runtime-model/2"
+    header["schema"] = {
+        "properties": header["schema"]["properties"],
+        "required": header["schema"]["required"],
+    }
+    header["metadata"].pop("curves")
+    header.pop("nearest")
+    old = RuntimeModel.from_bytes(save(dict(grep_model.params), metadata={"bellamy": json.dumps(header)}))
+    ctx = _context(grep_runs[grep_runs["context_id"] == held_out_context])
+    np.testing.assert_array_equal(old.predict(ctx, [2, 6]), grep_model.predict(ctx, [2, 6]))
+    assert not old.schema.unknown_as_absent
+    with pytest.raises(InvalidInputError, match=r"context\.machine_type"):
+        old.predict({k: v for k, v in ctx.items() if k != "machine_type"}, [2])
