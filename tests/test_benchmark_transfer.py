@@ -49,6 +49,7 @@ def test_c3o_machine_types_are_held_out_whole_and_never_trained_on() -> None:
         for task in of_job:
             # every run of the held-out machine type is tested, none trained on
             assert set(task.held_out["machine_type"]) == {task.held_out_value}
+            assert task.label() == f"held out {task.held_out_value}"
             assert task.held_out_value not in set(task.train["machine_type"])
             mine = runs[(runs["job_type"] == job) & (runs["machine_type"] == task.held_out_value)]
             assert len(task.held_out) == len(mine)

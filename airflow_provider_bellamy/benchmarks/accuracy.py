@@ -39,10 +39,6 @@ MODELS = ("bellamy", "ernest", "gbm")
 TRANSFER_MODELS = (*MODELS, "nearest_curves")
 
 
-def _fold(fold: int, value: str | None) -> str:
-    return f"fold {fold}" if value is None else f"held out {value}"
-
-
 def _mre(pred: np.ndarray, actual: np.ndarray) -> list[float]:
     return list(np.abs(pred - actual) / actual)
 
@@ -73,7 +69,7 @@ def run_accuracy(
     tasks = [(seed, t) for seed in range(seeds) for t in held_out_tasks(data, seed)]
     for seed, task in tasks:
         if progress:
-            progress(f"seed {seed} · {task.algorithm} · {_fold(task.fold, task.held_out_value)}")
+            progress(f"seed {seed} · {task.algorithm} · {task.label()}")
         t0 = time.perf_counter()
         general = pretrain(task, seed, quick)
         pretrain_s.append(time.perf_counter() - t0)

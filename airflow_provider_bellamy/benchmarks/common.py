@@ -44,6 +44,10 @@ class HeldOutTask:
     held_out: pd.DataFrame
     held_out_value: str | None = None
 
+    def label(self) -> str:
+        """Which split this is, for progress lines."""
+        return f"fold {self.fold}" if self.held_out_value is None else f"held out {self.held_out_value}"
+
 
 # How a benchmark splits its runs (DESIGN.md): "folds" holds out a fifth of a job type's contexts
 # and pre-trains on the rest of that job type (C3O); "leave-job-out" holds out every context of a

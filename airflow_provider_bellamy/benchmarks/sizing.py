@@ -119,10 +119,7 @@ def run_sizing(
     for seed in range(seeds):
         for task in held_out_tasks(data, seed):
             if progress:
-                where = (
-                    f"fold {task.fold}" if task.held_out_value is None else f"held out {task.held_out_value}"
-                )
-                progress(f"seed {seed} · {task.algorithm} · {where}")
+                progress(f"seed {seed} · {task.algorithm} · {task.label()}")
             replay = _TaskReplay(
                 task,
                 pretrain(task, seed, quick),
