@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from airflow_provider_bellamy.model.features import DERIVED
+
 # A categorical property with more distinct values than this is an identifier (a path, a job's
 # argument string): its vocabulary is not kept, and a new value of it is not a signal.
 MAX_VOCABULARY = 200
@@ -26,8 +28,9 @@ MAX_VOCABULARY = 200
 # says so in words.
 FAR_FACTOR = 1000.0
 # Properties that are not features of the context's distribution (the job type has its own
-# calibration, see runtime_model.UNSEEN_JOB).
-_NOT_DOMAIN = ("job_type",)
+# calibration, see runtime_model.UNSEEN_JOB), and the derived ratios, which restate numbers the
+# context gives: its signals name those numbers.
+_NOT_DOMAIN = ("job_type", *DERIVED)
 
 
 def training_domain(contexts: Iterable[Mapping[str, str | float]]) -> dict[str, Any]:

@@ -634,7 +634,18 @@ class RuntimeModel:
         high = np.where(below, np.maximum(mean, network), mean)
         with np.errstate(over="ignore", invalid="ignore"):
             lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
-        return Band(np.exp(mean), lower, upper, honoured, requested, ext, calibrated_for)
+        # Residuals that all lie on one side of a curve (a bucket where the model is biased) would put
+        # the band beside its own prediction; the band always holds it (only ever wider).
+        point = np.exp(mean)
+        return Band(
+            point,
+            np.minimum(lower, point),
+            np.maximum(upper, point),
+            honoured,
+            requested,
+            ext,
+            calibrated_for,
+        )
 
     def _band_sources(self, ext: Extrapolation) -> tuple[list[Mapping[str, Any]], str, bool]:
         """The calibrations whose tables answer for a context (the widest of them per bound), what
