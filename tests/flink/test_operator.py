@@ -185,43 +185,6 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     assert run["runtime_s"] == hook.get_job(job_id).runtime_s
 
 
-def test_retry_reattaches_with_the_decision_of_the_try_that_submitted(
-    airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
-) -> None:
-    """Try 1 sizes and submits, then gives up waiting (its job runs on); try 2 reattaches to that
-    job with try 1's decision (task state store): no second decision, one run linked to it."""
-    from airflow.sdk import DAG
-
-    logical = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
-    args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
-    hook = FlinkHook(flink_conn_id)
-    jobs_before = len(hook.list_jobs())
-    for job_timeout_s in (0.01, None):  # the same task instance: try 1 times out, try 2 waits
-        with DAG("flink_reattach_decision", schedule=None, start_date=START, catchup=False) as dag:
-            BellamyFlinkOperator(
-                task_id="wordcount",
-                application=WORDCOUNT,
-                application_args=args,
-                job_type="flink_wordcount",
-                properties={"lines": 30000},
-                scale_outs=[2],
-                default_scale_out=2,
-                flink_conn_id=flink_conn_id,
-                poll_interval_s=0.5,
-                job_timeout_s=job_timeout_s,
-            )
-        dr = run_dag_test(dag, logical_date=logical, run_after=logical)
-    assert _ti_states(dr) == {"wordcount": "success"}
-    assert len(hook.list_jobs()) == jobs_before + 1  # submitted once, by try 1
-    decisions = [
-        d for d in bellamy_store.list_decisions("flink_wordcount", limit=None) if d["task_id"] == "wordcount"
-    ]
-    assert len(decisions) == 1, decisions
-    [run] = _flink_runs(bellamy_store)
-    assert run["try_number"] == 2 and run["decision_id"] == decisions[0]["id"]
-    assert run["scale_out"] == run["requested_scale_out"] == 2
-
-
 def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
     bellamy_store, flink_cluster, finished_wordcount
 ) -> None:
