@@ -1318,7 +1318,7 @@ def _provenance(value: Any) -> dict[str, Any]:
     return out
 
 
-def _pretrain_budget(budget_s: float | None, started: float) -> float | None:
+def _pretrain_budget(budget_s: float | None, started: float, now: float | None = None) -> float | None:
     """What is left of ``train()``'s budget for pre-training: the budget is the whole call's, so
     reading the runs and importing torch (tens of seconds on a loaded machine) count against it,
     and a share is kept for what follows (the hold-out comparison, storing the model)."""
@@ -1326,7 +1326,7 @@ def _pretrain_budget(budget_s: float | None, started: float) -> float | None:
         return None
     from airflow_provider_bellamy.model import training  # noqa: F401 - torch: imported on the clock
 
-    left = budget_s - (time.monotonic() - started)
+    left = budget_s - ((time.monotonic() if now is None else now) - started)
     return max(TRAIN_MIN_SHARE * budget_s, (1.0 - TRAIN_RESERVE) * left)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -94,12 +93,12 @@ def test_training_on_a_store_larger_than_its_window(
 def test_pretraining_gets_what_is_left_of_the_budget() -> None:
     from airflow_provider_bellamy.model import training  # noqa: F401 - imported once, before the clock
 
-    now = time.monotonic()
+    now = 1000.0  # a fixed clock: the split is arithmetic, not a measured duration
     # 40 s spent reading runs of a 100 s budget: pre-training gets 85 % of the 60 s left
-    assert facade_module._pretrain_budget(100.0, now - 40.0) == pytest.approx(51.0, abs=2.0)
+    assert facade_module._pretrain_budget(100.0, now - 40.0, now) == pytest.approx(51.0)
     # the reading took the whole budget: pre-training still gets its 5 %
-    assert facade_module._pretrain_budget(100.0, now - 500.0) == pytest.approx(5.0)
-    assert facade_module._pretrain_budget(None, now) is None
+    assert facade_module._pretrain_budget(100.0, now - 500.0, now) == pytest.approx(5.0)
+    assert facade_module._pretrain_budget(None, now, now) is None
 
 
 def test_fine_tuning_reads_a_window_and_its_copy_stays_current(
