@@ -10,7 +10,12 @@ import pandas as pd
 import pytest
 
 from airflow_provider_bellamy.benchmarks.accuracy import run_accuracy
-from airflow_provider_bellamy.benchmarks.common import benchmark_runs, held_out_tasks
+from airflow_provider_bellamy.benchmarks.common import (
+    HeldOutTask,
+    benchmark_runs,
+    held_out_tasks,
+    map_held_out_tasks,
+)
 from airflow_provider_bellamy.benchmarks.sizing import K_SIZING, TARGETS_PER_CONTEXT, run_sizing
 from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.datasets import load_traces
@@ -158,3 +163,26 @@ def test_a_band_confidence_outside_0_1_is_refused_before_any_training(confidence
 def test_the_cli_refuses_a_protocol_for_a_bundled_set(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["benchmark", "sizing", "--dataset", "bell", "--protocol", "folds"]) == 2
     assert "protocol" in capsys.readouterr().err
+
+
+def _describe(data: object, seed: int, task: HeldOutTask, *, salt: int) -> tuple[object, ...]:
+    """What a worker saw of its task (module level: spawned workers import it)."""
+    rng = np.random.default_rng(seed * 100 + task.fold + salt)
+    return (seed, task.algorithm, task.fold, len(task.train), len(task.held_out), float(rng.random()))
+
+
+def test_workers_get_every_task_once_and_results_come_back_in_task_order(traces: Path) -> None:
+    runs = {"dataset": "c3o", "traces": str(traces), "protocol": None}
+    one = map_held_out_tasks(_describe, runs, 2, salt=7)
+    two = map_held_out_tasks(_describe, runs, 2, workers=2, salt=7)
+    assert two == one
+    # seed by seed, each seed's folds of sort (grep is skipped: one context)
+    assert [(s, a, f) for s, a, f, *_ in one] == [(s, "sort", f) for s in (0, 1) for f in range(3)]
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True])
+def test_a_bad_worker_count_is_refused_naming_the_field(traces: Path, workers: object) -> None:
+    for run in (run_accuracy, run_sizing):
+        with pytest.raises(InvalidInputError) as error:
+            run(traces=traces, quick=True, workers=workers)  # type: ignore[operator]
+        assert error.value.field == "workers"

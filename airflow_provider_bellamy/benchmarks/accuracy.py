@@ -13,6 +13,7 @@ import json
 import statistics
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,18 @@ import pandas as pd
 
 from airflow_provider_bellamy.benchmarks.common import (
     K_VALUES,
+    BenchmarkRuns,
     GbmBaseline,
+    HeldOutTask,
     NearestCurves,
     benchmark_runs,
     draw_points,
     ernest_predict,
-    held_out_tasks,
+    map_held_out_tasks,
     pretrain,
     protocol_title,
     render_skipped,
+    validate_workers,
 )
 from airflow_provider_bellamy.records import validate_confidence
 
@@ -52,10 +56,13 @@ def run_accuracy(
     traces: str | Path | None = None,
     protocol: str | None = None,
     confidence: float = 0.9,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """The accuracy protocol on a bundled set, or on the runs of a ``traces`` file split by
-    ``protocol`` (see ``benchmark_runs``); ``confidence``: the band whose coverage is measured."""
+    ``protocol`` (see ``benchmark_runs``); ``confidence``: the band whose coverage is measured;
+    ``workers``: processes the held-out tasks are spread over (the same figures)."""
     confidence = validate_confidence(confidence)
+    validate_workers(workers)
     data = benchmark_runs(dataset, traces=traces, protocol=protocol)
     models = MODELS if data.dimension is None else TRANSFER_MODELS
     # errors[model][algorithm][k] → list of per-run relative errors
@@ -66,49 +73,25 @@ def run_accuracy(
     pretrain_s: list[float] = []
     finetune_s: list[float] = []
     predict_s: list[float] = []
-    tasks = [(seed, t) for seed in range(seeds) for t in held_out_tasks(data, seed)]
-    for seed, task in tasks:
-        if progress:
-            progress(f"seed {seed} · {task.algorithm} · {task.label()}")
-        t0 = time.perf_counter()
-        general = pretrain(task, seed, quick)
-        pretrain_s.append(time.perf_counter() - t0)
-        gbm = GbmBaseline(task.train, seed)
-        nearest = None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out)
-        rng = np.random.default_rng(10_000 + seed * 100 + task.fold)
-        # every held-out context gets its k points first, so GBM trains once per k
-        draws = {
-            k: {cid: draw_points(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
-            for k in K_VALUES
-        }
-        for k in K_VALUES:
-            points_all = [p for p, _ in draws[k].values()]
-            tests_all = [t for _, t in draws[k].values()]
-            extra = pd.concat(points_all) if k else task.held_out.iloc[:0]
-            test_frame = pd.concat(tests_all)
-            gbm_pred = gbm.fit_predict(extra.drop(columns=["context_id"]), test_frame)
-            errors["gbm"][task.algorithm][k].extend(_mre(gbm_pred, test_frame["runtime_s"].to_numpy()))
-            for points, test in draws[k].values():
-                if test.empty:
-                    continue
-                ctx = test.iloc[0].to_dict()
-                ns = test["scale_out"].to_numpy()
-                actual = test["runtime_s"].to_numpy()
-                t1 = time.perf_counter()
-                tuned = general.finetune(points.drop(columns=["context_id"]))
-                finetune_s.append(time.perf_counter() - t1)
-                t2 = time.perf_counter()
-                pred = tuned.predict(ctx, list(range(1, 21)))
-                predict_s.append(time.perf_counter() - t2)
-                pred, _, upper = tuned.predict_band(ctx, ns.tolist(), confidence)
-                errors["bellamy"][task.algorithm][k].extend(_mre(pred, actual))
-                covered[task.algorithm][k].extend(bool(c) for c in actual <= upper)
-                ern = ernest_predict(points, ns)
-                if ern is not None:
-                    errors["ernest"][task.algorithm][k].extend(_mre(ern, actual))
-                near = None if nearest is None else nearest.predict(ctx, points, ns)
-                if near is not None:
-                    errors["nearest_curves"][task.algorithm][k].extend(_mre(near, actual))
+    runs = {"dataset": dataset, "traces": None if traces is None else str(traces), "protocol": protocol}
+    for result in map_held_out_tasks(
+        _evaluate_task,
+        runs,
+        seeds,
+        workers=workers,
+        progress=progress,
+        quick=quick,
+        confidence=confidence,
+        models=models,
+    ):
+        for model, by_k in result.errors.items():
+            for k, values in by_k.items():
+                errors[model][result.algorithm][k].extend(values)
+        for k, values in result.covered.items():
+            covered[result.algorithm][k].extend(values)
+        pretrain_s.append(result.pretrain_s)
+        finetune_s.extend(result.finetune_s)
+        predict_s.extend(result.predict_s)
     return _summarise(
         errors,
         data.name,
@@ -119,6 +102,75 @@ def run_accuracy(
         predict_s,
         {**data.report_fields(), "coverage": _coverage(covered, confidence)},
     )
+
+
+@dataclass
+class _TaskResult:
+    """One held-out task's figures, merged in task order into the report."""
+
+    algorithm: str
+    errors: dict[str, dict[int, list[float]]]
+    covered: dict[int, list[bool]]
+    pretrain_s: float
+    finetune_s: list[float] = field(default_factory=list)
+    predict_s: list[float] = field(default_factory=list)
+
+
+def _evaluate_task(
+    data: BenchmarkRuns,
+    seed: int,
+    task: HeldOutTask,
+    *,
+    quick: bool,
+    confidence: float,
+    models: tuple[str, ...],
+) -> _TaskResult:
+    t0 = time.perf_counter()
+    general = pretrain(task, seed, quick)
+    result = _TaskResult(
+        task.algorithm,
+        {m: defaultdict(list) for m in models},
+        defaultdict(list),
+        time.perf_counter() - t0,
+    )
+    errors = result.errors
+    gbm = GbmBaseline(task.train, seed)
+    nearest = None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out)
+    rng = np.random.default_rng(10_000 + seed * 100 + task.fold)
+    # every held-out context gets its k points first, so GBM trains once per k
+    draws = {
+        k: {cid: draw_points(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
+        for k in K_VALUES
+    }
+    for k in K_VALUES:
+        points_all = [p for p, _ in draws[k].values()]
+        tests_all = [t for _, t in draws[k].values()]
+        extra = pd.concat(points_all) if k else task.held_out.iloc[:0]
+        test_frame = pd.concat(tests_all)
+        gbm_pred = gbm.fit_predict(extra.drop(columns=["context_id"]), test_frame)
+        errors["gbm"][k].extend(_mre(gbm_pred, test_frame["runtime_s"].to_numpy()))
+        for points, test in draws[k].values():
+            if test.empty:
+                continue
+            ctx = test.iloc[0].to_dict()
+            ns = test["scale_out"].to_numpy()
+            actual = test["runtime_s"].to_numpy()
+            t1 = time.perf_counter()
+            tuned = general.finetune(points.drop(columns=["context_id"]))
+            result.finetune_s.append(time.perf_counter() - t1)
+            t2 = time.perf_counter()
+            pred = tuned.predict(ctx, list(range(1, 21)))
+            result.predict_s.append(time.perf_counter() - t2)
+            pred, _, upper = tuned.predict_band(ctx, ns.tolist(), confidence)
+            errors["bellamy"][k].extend(_mre(pred, actual))
+            result.covered[k].extend(bool(c) for c in actual <= upper)
+            ern = ernest_predict(points, ns)
+            if ern is not None:
+                errors["ernest"][k].extend(_mre(ern, actual))
+            near = None if nearest is None else nearest.predict(ctx, points, ns)
+            if near is not None:
+                errors["nearest_curves"][k].extend(_mre(near, actual))
+    return result
 
 
 def _by_algorithm(

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -18,6 +22,8 @@ from airflow_provider_bellamy.records import context_columns, context_fingerprin
 
 K_VALUES = (0, 1, 2, 3, 4, 5)
 N_FOLDS = 5
+
+T = TypeVar("T")
 
 
 def quick_config() -> TrainingConfig:
@@ -245,6 +251,73 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                     pool[evaluated & (pool["job_type"] == algorithm)],
                     value,
                 )
+
+
+def validate_workers(workers: Any) -> int:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidInputError("workers", workers, "must be a whole number >= 1")
+    return workers
+
+
+def map_held_out_tasks(
+    work: Callable[..., T],
+    runs: dict[str, Any],
+    seeds: int,
+    *,
+    workers: int = 1,
+    progress: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> list[T]:
+    """``work(data, seed, task, **kwargs)`` for every held-out task of seeds 0..seeds-1, in that
+    order. ``runs``: ``benchmark_runs``'s arguments. With ``workers`` > 1 the tasks run in as many
+    fresh processes, each on its share of the cores: every task is seeded by itself, so the results
+    and their order are the sequential ones (``work`` must be a module-level function)."""
+    workers = validate_workers(workers)
+    data = _runs_of(**runs)
+    order = [(seed, i, task) for seed in range(seeds) for i, task in enumerate(held_out_tasks(data, seed))]
+    if workers == 1:
+        results = []
+        for seed, _, task in order:
+            if progress:
+                progress(f"seed {seed} · {task.algorithm} · {task.label()}")
+            results.append(work(data, seed, task, **kwargs))
+        return results
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    done: dict[int, T] = {}
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=get_context("spawn"), initializer=_limit_threads, initargs=(threads,)
+    ) as pool:
+        futures = {
+            pool.submit(_work_on_task, work, runs, seed, i, kwargs): n for n, (seed, i, _) in enumerate(order)
+        }
+        for future in as_completed(futures):
+            n = futures[future]
+            done[n] = future.result()
+            if progress:
+                seed, _, task = order[n]
+                progress(f"{len(done)}/{len(order)} done: seed {seed} · {task.algorithm} · {task.label()}")
+    return [done[n] for n in range(len(order))]
+
+
+@functools.lru_cache(maxsize=4)
+def _runs_of(dataset: str, traces: str | Path | None, protocol: str | None) -> BenchmarkRuns:
+    return benchmark_runs(dataset, traces=traces, protocol=protocol)
+
+
+def _limit_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _work_on_task(
+    work: Callable[..., T], runs: dict[str, Any], seed: int, index: int, kwargs: dict[str, Any]
+) -> T:
+    data = _runs_of(**runs)
+    for i, task in enumerate(held_out_tasks(data, seed)):
+        if i == index:
+            return work(data, seed, task, **kwargs)
+    raise IndexError(f"seed {seed} has no held-out task {index}")
 
 
 def draw_points(

@@ -26,15 +26,17 @@ import numpy as np
 import pandas as pd
 
 from airflow_provider_bellamy.benchmarks.common import (
+    BenchmarkRuns,
     GbmBaseline,
     HeldOutTask,
     NearestCurves,
     benchmark_runs,
     draw_points,
-    held_out_tasks,
+    map_held_out_tasks,
     pretrain,
     protocol_title,
     render_skipped,
+    validate_workers,
 )
 from airflow_provider_bellamy.decisions import Prediction
 from airflow_provider_bellamy.exceptions import InvalidInputError
@@ -86,6 +88,15 @@ class _Tally:
         """Every draw the decisions rest on, once each, in the order they were made."""
         return list(dict.fromkeys(u for k in K_SIZING for u in self.units[k]))
 
+    def extend(self, other: _Tally) -> None:
+        """Append ``other``'s decisions after this tally's (tasks merged in their order)."""
+        for k, units in other.units.items():
+            self.units[k].extend(units)
+        for policy in self.policies:
+            for k, hits in other.hits[policy].items():
+                self.hits[policy][k].extend(hits)
+                self.node_s[policy][k].extend(other.node_s[policy][k])
+
     def add(self, k: int, unit: tuple[Any, ...], outcomes: dict[str, tuple[bool, float]]) -> None:
         self.units[k].append(unit)
         for policy, (hit, node_seconds) in outcomes.items():
@@ -103,40 +114,65 @@ def run_sizing(
     *,
     traces: str | Path | None = None,
     protocol: str | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """The replay on a bundled set, or on the runs of a ``traces`` file split by ``protocol`` (see
     ``benchmark_runs``); ``min_draws``: fine-tuning draws per held-out task and k, at least (more
-    draws, the same decisions: a narrower interval for the same time spent pre-training)."""
+    draws, the same decisions: a narrower interval for the same time spent pre-training); ``workers``:
+    processes the held-out tasks are spread over (the same figures)."""
     # checked before the first model is pre-trained, not a minute into the run
     confidence = validate_confidence(confidence)
     for name, value in (("seeds", seeds), ("min_draws", min_draws)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidInputError(name, value, "must be a whole number >= 1")
+    validate_workers(workers)
     data = benchmark_runs(dataset, traces=traces, protocol=protocol)
-    per_context = TARGETS_PER_CONTEXT[data.protocol]
     tally = _Tally(POLICIES if data.dimension is None else TRANSFER_POLICIES)
     started = time.perf_counter()
-    for seed in range(seeds):
-        for task in held_out_tasks(data, seed):
-            if progress:
-                progress(f"seed {seed} · {task.algorithm} · {task.label()}")
-            replay = _TaskReplay(
-                task,
-                pretrain(task, seed, quick),
-                GbmBaseline(task.train, seed),
-                None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out),
-                confidence,
-                np.random.default_rng(20_000 + seed * 100 + task.fold),
-                tally,
-            )
-            targets = _split(
-                per_context, _repeats(min_draws, task.held_out["context_id"].nunique(), per_context)
-            )
-            for k in K_SIZING:
-                for repeat, count in enumerate(targets):
-                    replay.draw(k, count, (seed, task.fold, repeat))
+    runs = {"dataset": dataset, "traces": None if traces is None else str(traces), "protocol": protocol}
+    for part in map_held_out_tasks(
+        _replay_task,
+        runs,
+        seeds,
+        workers=workers,
+        progress=progress,
+        quick=quick,
+        confidence=confidence,
+        min_draws=min_draws,
+        policies=tally.policies,
+    ):
+        tally.extend(part)
     seconds = time.perf_counter() - started
     return _summarise(tally, data.name, confidence, seeds, quick, seconds, min_draws, data.report_fields())
+
+
+def _replay_task(
+    data: BenchmarkRuns,
+    seed: int,
+    task: HeldOutTask,
+    *,
+    quick: bool,
+    confidence: float,
+    min_draws: int,
+    policies: tuple[str, ...],
+) -> _Tally:
+    """One held-out task's decisions, every draw and k, in their own tally."""
+    tally = _Tally(policies)
+    per_context = TARGETS_PER_CONTEXT[data.protocol]
+    replay = _TaskReplay(
+        task,
+        pretrain(task, seed, quick),
+        GbmBaseline(task.train, seed),
+        None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out),
+        confidence,
+        np.random.default_rng(20_000 + seed * 100 + task.fold),
+        tally,
+    )
+    targets = _split(per_context, _repeats(min_draws, task.held_out["context_id"].nunique(), per_context))
+    for k in K_SIZING:
+        for repeat, count in enumerate(targets):
+            replay.draw(k, count, (seed, task.fold, repeat))
+    return tally
 
 
 def _repeats(min_draws: int, contexts: int, targets: int) -> int:

@@ -20,6 +20,7 @@ def register(subparsers: Any) -> None:
         "--quick", action="store_true", help="1 seed and a smaller ensemble (< 3 min on 2 cores)"
     )
     acc.add_argument("--json", dest="json_path", default=None, help="write the results as JSON here")
+    _add_workers_argument(acc)
     acc.set_defaults(func=_accuracy)
 
     siz = sub.add_parser("sizing", help="SLA attainment and node-seconds of sizing policies (replay)")
@@ -34,6 +35,7 @@ def register(subparsers: Any) -> None:
         help="fine-tuning draws per held-out task and k, at least (default 4; more: a narrower interval)",
     )
     siz.add_argument("--json", dest="json_path", default=None)
+    _add_workers_argument(siz)
     siz.set_defaults(func=_sizing)
 
     spd = sub.add_parser("speed", help="pre-train, fine-tune, predict and size() latency, in process")
@@ -90,6 +92,16 @@ def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes the held-out tasks are spread over, each on its share of the cores "
+        "(the same figures as one process; a machine with more cores finishes sooner)",
+    )
+
+
 def _runs(args: argparse.Namespace) -> dict[str, Any]:
     return {"dataset": args.dataset or "c3o", "traces": args.traces, "protocol": args.protocol}
 
@@ -110,7 +122,12 @@ def _accuracy(args: argparse.Namespace) -> int:
 
         raise InvalidInputError("--seeds", seeds, "must be >= 1")
     report = run_accuracy(
-        seeds=seeds, quick=args.quick, confidence=args.confidence, progress=_progress(), **_runs(args)
+        seeds=seeds,
+        quick=args.quick,
+        confidence=args.confidence,
+        progress=_progress(),
+        workers=args.workers,
+        **_runs(args),
     )
     render_accuracy(report)
     if args.json_path:
@@ -128,6 +145,7 @@ def _sizing(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         seeds=seeds,
         quick=args.quick,
+        workers=args.workers,
         progress=_progress(),
         min_draws=MIN_DRAWS_PER_TASK if args.min_draws is None else args.min_draws,
     )
