@@ -15,6 +15,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     benchmark_runs,
     held_out_tasks,
     map_held_out_tasks,
+    pretrain,
 )
 from airflow_provider_bellamy.benchmarks.sizing import K_SIZING, TARGETS_PER_CONTEXT, run_sizing
 from airflow_provider_bellamy.cli import main
@@ -186,3 +187,17 @@ def test_a_bad_worker_count_is_refused_naming_the_field(traces: Path, workers: o
         with pytest.raises(InvalidInputError) as error:
             run(traces=traces, quick=True, workers=workers)  # type: ignore[operator]
         assert error.value.field == "workers"
+
+
+def test_a_model_cache_pretrains_each_split_once(traces: Path, tmp_path: Path) -> None:
+    data = benchmark_runs(traces=traces)
+    task = next(held_out_tasks(data, 0))
+    cache = tmp_path / "models"
+    first = pretrain(task, 0, True, cache)
+    [stored] = cache.iterdir()
+    again = pretrain(task, 0, True, cache)
+    assert list(cache.iterdir()) == [stored]  # read back, not trained anew
+    context = task.held_out.iloc[0].drop(["context_id", "runtime_s"]).to_dict()
+    np.testing.assert_array_equal(again.predict(context, [1, 4, 8]), first.predict(context, [1, 4, 8]))
+    pretrain(task, 1, True, cache)  # another seed is another model
+    assert len(list(cache.iterdir())) == 2

@@ -57,10 +57,12 @@ def run_accuracy(
     protocol: str | None = None,
     confidence: float = 0.9,
     workers: int = 1,
+    model_cache: str | Path | None = None,
 ) -> dict[str, Any]:
     """The accuracy protocol on a bundled set, or on the runs of a ``traces`` file split by
     ``protocol`` (see ``benchmark_runs``); ``confidence``: the band whose coverage is measured;
-    ``workers``: processes the held-out tasks are spread over (the same figures)."""
+    ``workers``: processes the held-out tasks are spread over (the same figures); ``model_cache``:
+    a folder pre-trained models are kept in and read back from (``common.pretrain``)."""
     confidence = validate_confidence(confidence)
     validate_workers(workers)
     data = benchmark_runs(dataset, traces=traces, protocol=protocol)
@@ -83,6 +85,7 @@ def run_accuracy(
         quick=quick,
         confidence=confidence,
         models=models,
+        model_cache=None if model_cache is None else str(model_cache),
     ):
         for model, by_k in result.errors.items():
             for k, values in by_k.items():
@@ -124,9 +127,10 @@ def _evaluate_task(
     quick: bool,
     confidence: float,
     models: tuple[str, ...],
+    model_cache: str | None,
 ) -> _TaskResult:
     t0 = time.perf_counter()
-    general = pretrain(task, seed, quick)
+    general = pretrain(task, seed, quick, model_cache)
     result = _TaskResult(
         task.algorithm,
         {m: defaultdict(list) for m in models},

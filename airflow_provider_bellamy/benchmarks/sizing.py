@@ -115,11 +115,13 @@ def run_sizing(
     traces: str | Path | None = None,
     protocol: str | None = None,
     workers: int = 1,
+    model_cache: str | Path | None = None,
 ) -> dict[str, Any]:
     """The replay on a bundled set, or on the runs of a ``traces`` file split by ``protocol`` (see
     ``benchmark_runs``); ``min_draws``: fine-tuning draws per held-out task and k, at least (more
     draws, the same decisions: a narrower interval for the same time spent pre-training); ``workers``:
-    processes the held-out tasks are spread over (the same figures)."""
+    processes the held-out tasks are spread over (the same figures); ``model_cache``: a folder
+    pre-trained models are kept in and read back from (``common.pretrain``)."""
     # checked before the first model is pre-trained, not a minute into the run
     confidence = validate_confidence(confidence)
     for name, value in (("seeds", seeds), ("min_draws", min_draws)):
@@ -140,6 +142,7 @@ def run_sizing(
         confidence=confidence,
         min_draws=min_draws,
         policies=tally.policies,
+        model_cache=None if model_cache is None else str(model_cache),
     ):
         tally.extend(part)
     seconds = time.perf_counter() - started
@@ -155,13 +158,14 @@ def _replay_task(
     confidence: float,
     min_draws: int,
     policies: tuple[str, ...],
+    model_cache: str | None,
 ) -> _Tally:
     """One held-out task's decisions, every draw and k, in their own tally."""
     tally = _Tally(policies)
     per_context = TARGETS_PER_CONTEXT[data.protocol]
     replay = _TaskReplay(
         task,
-        pretrain(task, seed, quick),
+        pretrain(task, seed, quick, model_cache),
         GbmBaseline(task.train, seed),
         None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out),
         confidence,

@@ -100,6 +100,13 @@ def _add_workers_argument(parser: argparse.ArgumentParser) -> None:
         help="processes the held-out tasks are spread over, each on its share of the cores "
         "(the same figures as one process; a machine with more cores finishes sooner)",
     )
+    parser.add_argument(
+        "--model-cache",
+        metavar="DIR",
+        default=None,
+        help="keep pre-trained models here and read them back (keyed by the training runs, seed, "
+        "config and model code): accuracy and sizing on the same splits pre-train once",
+    )
 
 
 def _runs(args: argparse.Namespace) -> dict[str, Any]:
@@ -127,6 +134,7 @@ def _accuracy(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         progress=_progress(),
         workers=args.workers,
+        model_cache=args.model_cache,
         **_runs(args),
     )
     render_accuracy(report)
@@ -146,6 +154,7 @@ def _sizing(args: argparse.Namespace) -> int:
         seeds=seeds,
         quick=args.quick,
         workers=args.workers,
+        model_cache=args.model_cache,
         progress=_progress(),
         min_draws=MIN_DRAWS_PER_TASK if args.min_draws is None else args.min_draws,
     )
