@@ -185,6 +185,60 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     assert run["runtime_s"] == hook.get_job(job_id).runtime_s
 
 
+class _GivesUpOnFirstTry(BellamyFlinkOperator):
+    """Try 1 stops waiting at once (``job_timeout_s``) and leaves its job running, as a try whose
+    worker is lost does; the retry waits for the job as configured."""
+
+    def _wait(self, context, job_id, parallelism, decision, *, reattached):
+        self.job_timeout_s = 0.01 if context["ti"].try_number == 1 else None
+        return super()._wait(context, job_id, parallelism, decision, reattached=reattached)
+
+
+def test_retry_reattaches_with_the_decision_of_the_try_that_submitted(
+    airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
+) -> None:
+    """Try 1 sizes and submits, then gives up waiting (its job runs on); try 2 (the retry of the
+    same task instance in the same DAG run) reattaches to that job with try 1's decision (task
+    state store): no second decision, one run, recorded by try 2 and linked to that decision."""
+    from airflow.sdk import DAG
+
+    from tests.fixtures.airflow import xcom_value
+
+    args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
+    hook = FlinkHook(flink_conn_id)
+    jobs_before = len(hook.list_jobs())
+    with DAG("flink_reattach_decision", schedule=None, start_date=START, catchup=False) as dag:
+        _GivesUpOnFirstTry(
+            task_id="wordcount",
+            application=WORDCOUNT,
+            application_args=args,
+            job_type="flink_wordcount",
+            properties={"lines": 30000},
+            scale_outs=[2],
+            default_scale_out=2,
+            flink_conn_id=flink_conn_id,
+            poll_interval_s=0.5,
+            retries=1,
+            retry_delay=dt.timedelta(seconds=0),
+        )
+    dr = run_dag_test(dag)
+    assert _ti_states(dr) == {"wordcount": "success"}
+    [ti] = dr.get_task_instances()
+    assert ti.try_number == 2
+    assert len(hook.list_jobs()) == jobs_before + 1  # submitted once, by try 1
+    decisions = [
+        d for d in bellamy_store.list_decisions("flink_wordcount", limit=None) if d["task_id"] == "wordcount"
+    ]
+    # try 1's (the store knew no job type: the default, stored all the same); none by try 2
+    assert [(d["try_number"], d["chosen_scale_out"]) for d in decisions] == [(1, 2)], decisions
+    decision = xcom_value(dr, "wordcount", "bellamy_decision")
+    assert decision["decision_id"] == decisions[0]["id"] and decision["reused_from_try"] == 1
+    [run] = _flink_runs(bellamy_store)
+    assert run["try_number"] == 2 and run["decision_id"] == decisions[0]["id"]
+    assert run["scale_out"] == run["requested_scale_out"] == 2
+    assert bellamy_store.list_decisions("flink_wordcount", limit=None)[0]["run_row_id"] == run["id"]
+
+
 def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
     bellamy_store, flink_cluster, finished_wordcount
 ) -> None:
