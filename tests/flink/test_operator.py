@@ -147,6 +147,19 @@ def test_bad_inputs_fail_the_task_before_submission_and_a_failing_job_is_recorde
     assert f"http://127.0.0.1:{dead_port}" in logs and "unreachable" in logs
 
 
+def _wordcount(cls, args, flink_conn_id, **kwargs) -> BellamyFlinkOperator:
+    """The reattach tests' word count task (``cls``: the operator or a subclass of it)."""
+    return cls(
+        task_id="wordcount",
+        application=WORDCOUNT,
+        application_args=args,
+        job_type="flink_wordcount",
+        flink_conn_id=flink_conn_id,
+        poll_interval_s=0.5,
+        **kwargs,
+    )
+
+
 def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
 ) -> None:
@@ -164,15 +177,12 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
     assert hook.submit(WORDCOUNT, 2, application_args=args, job_id=job_id) == job_id
     with DAG("flink_reattach", schedule=None, start_date=START, catchup=False) as dag:
-        BellamyFlinkOperator(
-            task_id="wordcount",
-            application=WORDCOUNT,
-            application_args=args,
-            job_type="flink_wordcount",
+        _wordcount(
+            BellamyFlinkOperator,
+            args,
+            flink_conn_id,
             scale_outs=[1],  # a fresh submission would run at 1; the reattached job ran at 2
-            flink_conn_id=flink_conn_id,
             bellamy_conn_id=conn_id,
-            poll_interval_s=0.5,
         )
     jobs_before = len(hook.list_jobs())
     for _ in range(2):  # the second run is the same task instance's next try
@@ -208,16 +218,13 @@ def test_retry_reattaches_with_the_decision_of_the_try_that_submitted(
     hook = FlinkHook(flink_conn_id)
     jobs_before = len(hook.list_jobs())
     with DAG("flink_reattach_decision", schedule=None, start_date=START, catchup=False) as dag:
-        _GivesUpOnFirstTry(
-            task_id="wordcount",
-            application=WORDCOUNT,
-            application_args=args,
-            job_type="flink_wordcount",
+        _wordcount(
+            _GivesUpOnFirstTry,
+            args,
+            flink_conn_id,
             properties={"lines": 30000},
             scale_outs=[2],
             default_scale_out=2,
-            flink_conn_id=flink_conn_id,
-            poll_interval_s=0.5,
             retries=1,
             retry_delay=dt.timedelta(seconds=0),
         )
