@@ -743,23 +743,42 @@ class Bellamy:
             decision.fallback_reason = resolved.fallback_reason
         if decision.model_version is None:
             decision.model_version = resolved.label
+        return self._store_decision(decision, req, resolved.version_id, prov)
+
+    def record_decision(
+        self,
+        decision: SizingDecision,
+        scale_outs: Sequence[int],
+        provenance: Mapping[str, Any] | None = None,
+    ) -> SizingDecision:
+        """Store a decision made without :meth:`size` (chosen among ``scale_outs``) and set its
+        ``decision_id``: a launch's fallback where sizing could not answer (a job type the store
+        does not know, sizing that failed), so that every launch has its decision row."""
+        req = self._request(
+            decision.job_type, decision.context, scale_outs, decision.confidence, decision.framework
+        )
+        return self._store_decision(decision, req, None, _provenance(provenance))
+
+    def _store_decision(
+        self, decision: SizingDecision, req: _Request, model_version_id: int | None, prov: dict[str, Any]
+    ) -> SizingDecision:
         values = {
             "job_type": req.job_type,
             "framework": req.framework,
             "context": req.context,
             "context_fingerprint": req.fingerprint,
             "candidates": decision.to_dict()["candidates"],
-            "target_s": target,
+            "target_s": decision.target_s,
             # what the band honours (a q the calibration cannot resolve is capped; the reason says so)
             "confidence": decision.confidence,
-            "objective": objective,
-            "price_per_node_hour": price,
+            "objective": decision.objective,
+            "price_per_node_hour": decision.price_per_node_hour,
             "chosen_scale_out": decision.chosen_scale_out,
             "feasible": bool(decision.feasible),
             "reason": decision.reason,
             "shortfall_s": decision.shortfall_s,
             "model_version": decision.model_version,
-            "model_version_id": resolved.version_id,
+            "model_version_id": model_version_id,
             "fallback_reason": decision.fallback_reason,
             **prov,
         }

@@ -255,12 +255,17 @@ def test_a_model_predicting_nan_falls_back_and_says_why(
     )
     assert "Ernest" in decision.fallback_reason  # the context has runs at 6 scale-outs
     assert all(np.isfinite([c.upper_s for c in decision.candidates]))
+    # stored like any launch's decision, with its reason
+    [row] = [d for d in trained.list_decisions(limit=None) if d["id"] == decision.decision_id]
+    assert row["fallback_reason"] == decision.fallback_reason and row["model_version"] is None
     prediction = trained.predict("sort", ctx, [2, 4])
     assert prediction.method == "ernest" and "non-finite" in prediction.fallback_reason
     # a context without runs has no fallback model: the default scale-out, and the reason
     unseen = {**ctx, "data_size_mb": 123456.0}
     default = trained.size("sort", unseen, [2, 4, 8], 300.0)
     assert default.chosen_scale_out == 8 and "non-finite" in default.fallback_reason
+    [row] = [d for d in trained.list_decisions(limit=None) if d["id"] == default.decision_id]
+    assert row["chosen_scale_out"] == 8 and row["fallback_reason"] == default.fallback_reason
     with pytest.raises(InvalidInputError, match=r"cannot predict: .*non-finite"):
         trained.predict("sort", unseen, [2, 4])
 

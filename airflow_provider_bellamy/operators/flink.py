@@ -283,7 +283,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                 previous.state,
             )
             self._job_id = previous.job_id
-            decision = self._launch_decision(context, previous.job_id)
+            decision = self._reuse_decision(context, previous.job_id)
             return self._wait(context, previous.job_id, previous.parallelism or 1, decision, reattached=True)
 
         if self.scale_outs in (None, "", []):
@@ -314,7 +314,10 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         store = context.get("task_state_store")
         if store is not None:
             # A retry that reattaches to this job records it with this decision (no new sizing).
-            store.set(LAUNCH_STATE_KEY, {"decision": decision_dict, "job_id": submitted})
+            store.set(
+                LAUNCH_STATE_KEY,
+                {"decision": decision_dict, "job_id": submitted, "try_number": context["ti"].try_number},
+            )
         self.log.info(
             "Bellamy: submitted %s as Flink job %s with parallelism %s (free slots %s/%s) in %.1f s",
             self.job_type,
@@ -331,14 +334,33 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             return {"job_id": submitted, "parallelism": parallelism, "decision": decision_dict}
         return self._wait(context, submitted, parallelism, decision_dict, reattached=False)
 
-    def _launch_decision(self, context: Context, job_id: str) -> dict[str, Any] | None:
-        """The decision an earlier try sized ``job_id`` with (task state store), if it is known."""
+    def _reuse_decision(self, context: Context, job_id: str) -> dict[str, Any] | None:
+        """The decision the earlier try that submitted ``job_id`` sized it with (task state
+        store), published again for this try (``reused_from_try``): no new sizing, no new row."""
         store = context.get("task_state_store")
         launch = store.get(LAUNCH_STATE_KEY) if store is not None else None
-        if not isinstance(launch, dict) or launch.get("job_id") != job_id:
+        ti = context["ti"]
+        if (
+            not isinstance(launch, dict)
+            or launch.get("job_id") != job_id
+            or not isinstance(launch.get("decision"), dict)
+        ):
+            self.log.warning(
+                "Bellamy: no decision is stored with Flink job %s; its run is recorded without one", job_id
+            )
             return None
-        decision = launch.get("decision")
-        return dict(decision) if isinstance(decision, dict) else None
+        decision = {**launch["decision"], "reused_from_try": launch.get("try_number")}
+        ti.xcom_push(key="bellamy_decision", value=decision)
+        self.log.info(
+            "Bellamy: try %s reattaches to Flink job %s of try %s: reusing decision %s (parallelism %s), "
+            "no new sizing",
+            getattr(ti, "try_number", "?"),
+            job_id,
+            launch.get("try_number"),
+            decision.get("decision_id"),
+            decision.get("chosen_scale_out"),
+        )
+        return decision
 
     def _wait(
         self,

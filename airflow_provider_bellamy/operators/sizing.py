@@ -34,7 +34,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_provider_bellamy.config import ON_INFEASIBLE
 from airflow_provider_bellamy.decisions import OBJECTIVES
-from airflow_provider_bellamy.exceptions import InfeasibleTargetError, InvalidInputError
+from airflow_provider_bellamy.exceptions import InfeasibleTargetError, InvalidInputError, StoreError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -453,11 +453,14 @@ class BellamySizingMixin:
                 decision = self._fallback(
                     f"{type(exc).__name__}: {exc}", scale_outs, target.target_s, confidence
                 )
-                facade = facade if not isinstance(exc, SizingTimeoutError) else None
+                if isinstance(exc, (SizingTimeoutError, StoreError)):
+                    facade = None  # asking it again to store the decision would wait as long
         else:
             decision = self._fallback(
                 "the store could not be opened", scale_outs, target.target_s, confidence
             )
+        if decision.decision_id is None:
+            self._store_fallback(decision, facade, scale_outs, context, hook.connect_timeout_s + 5.0)
 
         if decision.fallback_reason and decision.candidates:
             self.log.warning("Bellamy: sizing fell back: %s", decision.fallback_reason)
@@ -477,6 +480,31 @@ class BellamySizingMixin:
             time.monotonic() - started,
         )
         return decision, target, facade
+
+    def _store_fallback(
+        self,
+        decision: SizingDecision,
+        facade: Any | None,
+        scale_outs: list[int],
+        context: Context,
+        timeout_s: float,
+    ) -> None:
+        """Every launch has its decision row: ``size`` stores the model's answer (and its own
+        fallbacks), this one the decisions made here when sizing could not answer."""
+        if facade is None:
+            self.log.warning(
+                "Bellamy: this decision is not stored: the store could not be reached (%s)",
+                decision.fallback_reason,
+            )
+            return
+        try:
+            _run_with_timeout(
+                lambda: facade.record_decision(decision, scale_outs, self._provenance(context)),
+                timeout_s,
+                "storing the decision",
+            )
+        except Exception as exc:  # the launch goes on; the log says what is missing
+            self.log.warning("Bellamy: this decision could not be stored (%s: %s)", type(exc).__name__, exc)
 
     def _apply_infeasible_policy(
         self, decision: SizingDecision, scale_outs: list[int], target: RuntimeTarget

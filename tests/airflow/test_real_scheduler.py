@@ -4,11 +4,14 @@ api-server, scheduler (LocalExecutor), dag-processor and triggerer run as separa
 127.0.0.1 with a temporary AIRFLOW_HOME (SQLite metadata DB), so tasks get their connections
 and XComs through the execution API, the plugin is loaded by the worker, and the sensor defers
 to the triggerer. The Spark standalone cluster is the test session's (master REST server on).
+One deployment serves the module; each test costs its DAG runs only:
 
-Here: ``bellamy_durable_retry``, whose task process is killed (SIGKILL) while its driver runs;
-the retry reattaches to the driver with the first try's decision, and one run row is stored.
-The deployment also parses the example ``bellamy_spark_sla`` and ``bellamy_async_sensor``
-(submit + deferrable sensor); the test that runs them is not finished (see docs/airflow.md).
+* ``bellamy_durable_retry``: the task process is killed (SIGKILL) while its driver runs; the
+  retry reattaches to the driver with the first try's decision, and one run row is stored;
+* the example ``bellamy_spark_sla`` (``dags_examples/``, pipeline ``spark_sla.yaml``), then
+  ``bellamy_async_sensor`` (submit without waiting + deferrable sensor): each sized task's
+  decision, one run row per try linked to it, the runtime (the application's duration less
+  its wait for executors) and the executors it was granted.
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_bellamy.spark_cluster import free_port
-from tests.fixtures.airflow import EXAMPLES, connection_json
+from tests.fixtures.airflow import EXAMPLES, REPO, connection_json
+from tests.fixtures.spark import WORKERS
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -140,6 +144,7 @@ def deployment(spark_standalone: Any, tmp_path_factory: pytest.TempPathFactory) 
     env.update(
         {
             "PATH": f"{venv_bin}{os.pathsep}{env.get('PATH', '')}",  # spark-submit of the pyspark wheel
+            "PYTHONPATH": str(REPO),  # the test DAGs share tests/fixtures/spark.py
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -203,7 +208,9 @@ def deployment(spark_standalone: Any, tmp_path_factory: pytest.TempPathFactory) 
 def _facade(deployment: Deployment) -> Any:
     from airflow_provider_bellamy.facade import Bellamy
 
-    return Bellamy(deployment.store_url)
+    facade = Bellamy(deployment.store_url)
+    facade.upgrade()
+    return facade
 
 
 def test_killed_worker_retry_reattaches_and_records_once(
@@ -211,7 +218,6 @@ def test_killed_worker_retry_reattaches_and_records_once(
 ) -> None:
     cluster = spark_standalone
     facade = _facade(deployment)
-    facade.upgrade()
     # earlier runs of the DAG's context: sizing decides from them and stores its decision
     context = {"machine_type": "loopback-1c1g", "cores": 1, "memory_mb": 1024, "lines": 60000}
     facade.record_runs(
@@ -270,3 +276,92 @@ def test_killed_worker_retry_reattaches_and_records_once(
     assert run["decision_id"] == decisions[0]["id"]
     logs = deployment.task_logs("bellamy_durable_retry")
     assert "reusing decision" in logs, logs[-3000:]
+
+
+def _seed_example_contexts(facade: Any) -> None:
+    """Earlier runs of the example's two contexts, so its tasks are sized from them (no trained
+    model in this store: Ernest fitted on the context's runs) and their decisions stored. They
+    scale perfectly (runtime = work / executors): one executor misses each target by far, so
+    the decision is 2 or 3 (as the band allows); the two 1-core workers grant a client-mode
+    application at most 2."""
+    from airflow_provider_bellamy.config import load_pipeline_config
+
+    pipeline = load_pipeline_config(EXAMPLES / "pipelines" / "spark_sla.yaml")
+    # grep: target 90 s; sort: 15 min from the run's start less a 30 s reserve, less grep's time
+    work_s = {"grep": 150.0, "sort": 1000.0}
+    rows = []
+    for name, work in work_s.items():
+        job = pipeline.job(name)
+        for n in (1, 2, 3):
+            for jitter in (0.99, 1.01):
+                rows.append(
+                    {
+                        "job_type": job.job_type,
+                        "framework": "spark",
+                        "scale_out": n,
+                        "runtime_s": work / n * jitter,
+                        **job.properties,
+                    }
+                )
+    facade.record_runs(rows)
+
+
+def test_example_dag_and_deferrable_sensor_under_the_scheduler(
+    deployment: Deployment, spark_standalone: Any
+) -> None:
+    cluster = spark_standalone
+    facade = _facade(deployment)
+    _seed_example_contexts(facade)
+
+    # The example DAG, as a user deploys it: both Spark tasks sized, run, written back.
+    run_id = deployment.trigger("bellamy_spark_sla")
+    deployment.finished("bellamy_spark_sla", run_id)
+    runs = [r for r in facade.list_runs(source="observed", limit=None) if r["run_id"] == run_id]
+    assert sorted(r["task_id"] for r in runs) == ["grep", "sort"], runs  # one row per try
+    decisions = [d for d in facade.list_decisions(limit=None) if d["run_id"] == run_id]
+    assert sorted(d["task_id"] for d in decisions) == ["grep", "sort"], decisions  # one per launch
+    for run in runs:
+        [decision] = [d for d in decisions if d["task_id"] == run["task_id"]]
+        # sized from the context's runs: the smallest candidate whose band meets the target
+        assert [c["scale_out"] for c in decision["candidates"]] == [1, 2, 3]
+        meeting = [c["scale_out"] for c in decision["candidates"] if c["meets_target"]]
+        # (none meets sort's deadline where grep took most of its 15 minutes: on_infeasible=warn
+        # launches the fastest)
+        assert decision["chosen_scale_out"] == (meeting[0] if meeting else 3), decision
+        assert decision["feasible"] == bool(meeting) and 1 not in meeting  # 1 misses by far
+        assert run["try_number"] == 1 and run["status"] == "success"
+        assert run["decision_id"] == decision["id"] and decision["run_row_id"] == run["id"]
+        assert run["requested_scale_out"] == decision["chosen_scale_out"]
+        app = cluster.completed_app(app_id=run["external_id"])
+        assert app is not None, run
+        # the runtime is the application's own duration less its wait for executors ...
+        assert run["queue_s"] is not None and run["queue_s"] >= 0.0
+        assert run["runtime_s"] + run["queue_s"] == pytest.approx(app["duration"] / 1000, abs=1e-3)
+        # ... at the executors it was granted: all it asked for, up to the two 1-core workers
+        assert run["scale_out"] == app["cores"] == min(decision["chosen_scale_out"], WORKERS)
+        assert run["excluded_reason"] is None
+    logs = deployment.task_logs("bellamy_spark_sla")
+    assert "published:" in logs, logs[-3000:]
+
+    # Submit without waiting, then the deferrable sensor records the driver's application.
+    drivers_before = {d["id"] for d in cluster.status()["completeddrivers"]}
+    run_id = deployment.trigger("bellamy_async_sensor")
+    deployment.finished("bellamy_async_sensor", run_id)
+    [decision] = [d for d in facade.list_decisions(limit=None) if d["run_id"] == run_id]
+    assert decision["task_id"] == "submit" and decision["chosen_scale_out"] == 1
+    [run] = [r for r in facade.list_runs(source="observed", limit=None) if r["run_id"] == run_id]
+    assert run["task_id"] == "sense" and run["try_number"] == 1 and run["status"] == "success"
+    assert run["decision_id"] == decision["id"] and decision["run_row_id"] == run["id"]
+    status = cluster.status()
+    [driver] = [d for d in status["completeddrivers"] if d["id"] not in drivers_before]
+    assert run["external_id"] == driver["id"] and driver["state"] == "FINISHED"
+    # the driver's application: the one that started after the driver (nothing else ran then)
+    [app] = [a for a in status["completedapps"] if int(a["starttime"]) >= int(driver["starttime"])]
+    assert run["runtime_s"] == pytest.approx(app["duration"] / 1000, abs=1e-3)
+    assert run["scale_out"] == app["cores"] == 1 and run["requested_scale_out"] == 1
+    # the sensor deferred: its wait ran in the triggerer, which wrote the trigger's own log
+    assert "Pausing task as DEFERRED" in deployment.task_logs("bellamy_async_sensor")
+    trigger_logs = list(
+        (deployment.home / "logs").rglob("dag_id=bellamy_async_sensor/**/task_id=sense/*.trigger.*.log")
+    )
+    assert trigger_logs and "Trigger fired event" in trigger_logs[0].read_text(errors="replace")

@@ -234,3 +234,71 @@ def test_auto_reserve_with_a_hung_store_does_not_wait_per_task(
     assert sorted(decision["target"]["unknown_reserve_tasks"]) == ["audit", "load", "publish"]
     # one connection for the downstream tasks' durations, one for sizing; not one per task (3)
     assert len(ACCEPTED[silent_server]) <= 2, "the store was asked once per downstream task"
+
+
+def _stored_decision(facade: Any, decision: dict[str, Any]) -> dict[str, Any]:
+    assert decision["decision_id"] is not None, decision
+    [row] = [d for d in facade.list_decisions(limit=None) if d["id"] == decision["decision_id"]]
+    assert (row["dag_id"], row["task_id"], row["run_id"], row["try_number"]) == ("d", "size", "manual__1", 1)
+    assert row["chosen_scale_out"] == decision["chosen_scale_out"]
+    return row
+
+
+def test_a_store_that_knows_no_job_types_yet_stores_the_fallback_decision(bellamy_store: Any) -> None:
+    op = _op(default_scale_out=2)
+    decision = op.execute(_context(op))
+    row = _stored_decision(bellamy_store, decision)
+    assert row["chosen_scale_out"] == 2 and row["candidates"] == [] and not row["feasible"]
+    assert row["fallback_reason"] == "job_type='wc': unknown job type (no job types are known yet)"
+    assert "using default_scale_out=2" in row["reason"]
+    assert row["context"] == CONTEXT and row["framework"] == "spark"
+
+
+def test_an_unknown_job_type_stores_the_fallback_decision(bellamy_store: Any) -> None:
+    bellamy_store.record_run(job_type="sort", framework="spark", scale_out=2, runtime_s=50.0, context=CONTEXT)
+    op = _op(on_infeasible="run-max")  # no default: the largest candidate
+    decision = op.execute(_context(op))
+    row = _stored_decision(bellamy_store, decision)
+    assert row["chosen_scale_out"] == 4 and not row["feasible"]
+    assert "unknown job type (known job types: sort)" in row["fallback_reason"]
+    assert "on_infeasible=run-max: largest scale-out 4" in row["reason"]
+
+
+def test_a_job_type_without_a_model_stores_the_default_decision(bellamy_store: Any) -> None:
+    # runs at one scale-out only: no Ernest fit either, the default scale-out
+    bellamy_store.record_run(job_type="wc", framework="spark", scale_out=2, runtime_s=50.0, context=CONTEXT)
+    op = _op(default_scale_out=1)
+    decision = op.execute(_context(op))
+    row = _stored_decision(bellamy_store, decision)
+    assert row["chosen_scale_out"] == 1
+    assert row["fallback_reason"].startswith("no trained model for job type 'wc'")
+    assert "only scale-out 2" in row["fallback_reason"]
+
+
+def test_an_unreadable_model_stores_the_fallback_decision(bellamy_store: Any) -> None:
+    from airflow_provider_bellamy.store import ModelRepository
+
+    bellamy_store.record_run(job_type="wc", framework="spark", scale_out=2, runtime_s=50.0, context=CONTEXT)
+    bellamy_store.store.write(
+        lambda s: ModelRepository(s).add(job_type="wc", scope="general", weights=b"garbage", status="active"),
+        what="planting a broken model",
+    )
+    op = _op(default_scale_out=1)
+    row = _stored_decision(bellamy_store, op.execute(_context(op)))
+    assert row["fallback_reason"].startswith("active model wc/v1 cannot be read")
+
+
+def test_an_unreachable_store_cannot_store_the_decision_and_the_log_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"postgresql+psycopg://bellamy@127.0.0.1:{port}/bellamy"
+    monkeypatch.setenv("AIRFLOW_CONN_BELLAMY_DOWN", connection_json("bellamy", extra={"store_url": url}))
+    op = _op(bellamy_conn_id="bellamy_down", default_scale_out=2)
+    decision = op.execute(_context(op))
+    assert decision["chosen_scale_out"] == 2 and decision["decision_id"] is None
+    out, err = capfd.readouterr()
+    logged = "\n".join((caplog.text, out, err))
+    assert "this decision is not stored: the store could not be reached" in logged, logged

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import random
 import re
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, spark_job
+from tests.fixtures.spark import LOOPBACK_CONTEXT, cluster_mode_python, spark_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -182,8 +181,6 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
 ) -> None:
     from airflow.sdk import DAG
 
-    from airflow_provider_bellamy.spark_cluster import spark_home
-
     cluster = spark_standalone
     monkeypatch.setenv(
         "AIRFLOW_CONN_SPARK_DURABLE",
@@ -202,7 +199,6 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
     drivers_before = {
         d["id"] for d in cluster.status()["completeddrivers"] + cluster.status()["activedrivers"]
     }
-    jar = sorted(glob.glob(str(spark_home() / "jars" / "spark-core_*.jar")))[0]
     with DAG(
         "spark_durable_retry",
         schedule=None,
@@ -216,11 +212,7 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
             properties=CONTEXT,
             scale_outs=[1, 2],
             target=120,
-            application=jar,
-            java_class="org.apache.spark.deploy.PythonRunner",
-            application_args=[str(spark_job("grep")), "", "--lines", "20000", "--partitions", "2"],
-            driver_memory="512m",
-            executor_memory="512m",
+            **cluster_mode_python(spark_job("grep"), "--lines", "20000", "--partitions", "2"),
             status_poll_interval=1,
             retries=1,
             retry_delay=dt.timedelta(seconds=0),

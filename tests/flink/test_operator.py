@@ -147,6 +147,19 @@ def test_bad_inputs_fail_the_task_before_submission_and_a_failing_job_is_recorde
     assert f"http://127.0.0.1:{dead_port}" in logs and "unreachable" in logs
 
 
+def _wordcount(cls, args, flink_conn_id, **kwargs) -> BellamyFlinkOperator:
+    """The reattach tests' word count task (``cls``: the operator or a subclass of it)."""
+    return cls(
+        task_id="wordcount",
+        application=WORDCOUNT,
+        application_args=args,
+        job_type="flink_wordcount",
+        flink_conn_id=flink_conn_id,
+        poll_interval_s=0.5,
+        **kwargs,
+    )
+
+
 def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
 ) -> None:
@@ -164,15 +177,12 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
     assert hook.submit(WORDCOUNT, 2, application_args=args, job_id=job_id) == job_id
     with DAG("flink_reattach", schedule=None, start_date=START, catchup=False) as dag:
-        BellamyFlinkOperator(
-            task_id="wordcount",
-            application=WORDCOUNT,
-            application_args=args,
-            job_type="flink_wordcount",
+        _wordcount(
+            BellamyFlinkOperator,
+            args,
+            flink_conn_id,
             scale_outs=[1],  # a fresh submission would run at 1; the reattached job ran at 2
-            flink_conn_id=flink_conn_id,
             bellamy_conn_id=conn_id,
-            poll_interval_s=0.5,
         )
     jobs_before = len(hook.list_jobs())
     for _ in range(2):  # the second run is the same task instance's next try
@@ -183,6 +193,57 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     [run] = _flink_runs(facade)
     assert run["external_id"] == job_id and run["scale_out"] == 2
     assert run["runtime_s"] == hook.get_job(job_id).runtime_s
+
+
+class _GivesUpOnFirstTry(BellamyFlinkOperator):
+    """Try 1 stops waiting at once (``job_timeout_s``) and leaves its job running, as a try whose
+    worker is lost does; the retry waits for the job as configured."""
+
+    def _wait(self, context, job_id, parallelism, decision, *, reattached):
+        self.job_timeout_s = 0.01 if context["ti"].try_number == 1 else None
+        return super()._wait(context, job_id, parallelism, decision, reattached=reattached)
+
+
+def test_retry_reattaches_with_the_decision_of_the_try_that_submitted(
+    airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
+) -> None:
+    """Try 1 sizes and submits, then gives up waiting (its job runs on); try 2 (the retry of the
+    same task instance in the same DAG run) reattaches to that job with try 1's decision (task
+    state store): no second decision, one run, recorded by try 2 and linked to that decision."""
+    from airflow.sdk import DAG
+
+    from tests.fixtures.airflow import xcom_value
+
+    args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
+    hook = FlinkHook(flink_conn_id)
+    jobs_before = len(hook.list_jobs())
+    with DAG("flink_reattach_decision", schedule=None, start_date=START, catchup=False) as dag:
+        _wordcount(
+            _GivesUpOnFirstTry,
+            args,
+            flink_conn_id,
+            properties={"lines": 30000},
+            scale_outs=[2],
+            default_scale_out=2,
+            retries=1,
+            retry_delay=dt.timedelta(seconds=0),
+        )
+    dr = run_dag_test(dag)
+    assert _ti_states(dr) == {"wordcount": "success"}
+    [ti] = dr.get_task_instances()
+    assert ti.try_number == 2
+    assert len(hook.list_jobs()) == jobs_before + 1  # submitted once, by try 1
+    decisions = [
+        d for d in bellamy_store.list_decisions("flink_wordcount", limit=None) if d["task_id"] == "wordcount"
+    ]
+    # try 1's (the store knew no job type: the default, stored all the same); none by try 2
+    assert [(d["try_number"], d["chosen_scale_out"]) for d in decisions] == [(1, 2)], decisions
+    decision = xcom_value(dr, "wordcount", "bellamy_decision")
+    assert decision["decision_id"] == decisions[0]["id"] and decision["reused_from_try"] == 1
+    [run] = _flink_runs(bellamy_store)
+    assert run["try_number"] == 2 and run["decision_id"] == decisions[0]["id"]
+    assert run["scale_out"] == run["requested_scale_out"] == 2
+    assert bellamy_store.list_decisions("flink_wordcount", limit=None)[0]["run_row_id"] == run["id"]
 
 
 def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(

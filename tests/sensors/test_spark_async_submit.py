@@ -10,7 +10,6 @@ omit the driver id cheaply).
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import os
 import random
 import re
@@ -30,7 +29,7 @@ from airflow_provider_bellamy.operators.spark import (
 from airflow_provider_bellamy.sensors.job import BellamyJobSensor
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, spark_job
+from tests.fixtures.spark import LOOPBACK_CONTEXT, cluster_mode_python, spark_job
 
 CONTEXT = LOOPBACK_CONTEXT
 DRIVER_ID_RE = re.compile(r"^driver-\d{14}-\d{4,}$")
@@ -169,13 +168,9 @@ def test_async_submit_then_sensor_records_the_run(
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from airflow_provider_bellamy.spark_cluster import spark_home
-
     cluster = spark_standalone
     conn_id = _standalone_conn(monkeypatch, "spark_async", cluster.master_port, cluster.webui_url)
     _seed(bellamy_store)
-    # Standalone masters run Python drivers in cluster mode through PythonRunner, a jar first.
-    jar = sorted(glob.glob(str(spark_home() / "jars" / "spark-core_*.jar")))[0]
     with DAG(
         "spark_async_submit",
         schedule=None,
@@ -190,11 +185,7 @@ def test_async_submit_then_sensor_records_the_run(
             scale_outs=[1, 2],
             target=120,
             wait_for_completion=False,
-            application=jar,
-            java_class="org.apache.spark.deploy.PythonRunner",
-            application_args=[str(spark_job("grep")), "", "--lines", "20000", "--partitions", "2"],
-            driver_memory="512m",
-            executor_memory="512m",
+            **cluster_mode_python(spark_job("grep"), "--lines", "20000", "--partitions", "2"),
         )
         sense = BellamyJobSensor(task_id="sense", submit_task_id="submit", poke_interval=1, timeout=300)
         submit >> sense

@@ -4,14 +4,13 @@ waits for the driver and records the run."""
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import os
 
 from airflow.sdk import DAG
 
 from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
 from airflow_provider_bellamy.sensors.job import BellamyJobSensor
-from airflow_provider_bellamy.spark_cluster import spark_home
+from tests.fixtures.spark import cluster_mode_python
 
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
 CONTEXT = {"machine_type": "loopback-1c1g", "cores": 1, "memory_mb": 1024, "lines": 20000}
@@ -31,11 +30,7 @@ with DAG(
         default_scale_out=1,
         target=300,
         wait_for_completion=False,
-        application=sorted(glob.glob(str(spark_home() / "jars" / "spark-core_*.jar")))[0],
-        java_class="org.apache.spark.deploy.PythonRunner",
-        application_args=[os.path.join(JOBS, "grep.py"), "", "--lines", "20000", "--partitions", "2"],
-        driver_memory="512m",
-        executor_memory="512m",
+        **cluster_mode_python(os.path.join(JOBS, "grep.py"), "--lines", "20000", "--partitions", "2"),
     )
     sense = BellamyJobSensor(task_id="sense", submit_task_id="submit", deferrable=True, poke_interval=2)
     submit >> sense

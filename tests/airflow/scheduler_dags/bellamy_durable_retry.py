@@ -4,13 +4,12 @@ the test kills the task's process while the driver runs, the retry reattaches.""
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import os
 
 from airflow.sdk import DAG
 
 from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
-from airflow_provider_bellamy.spark_cluster import spark_home
+from tests.fixtures.spark import cluster_mode_python
 
 JOBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jobs")
 CONTEXT = {"machine_type": "loopback-1c1g", "cores": 1, "memory_mb": 1024, "lines": 60000}
@@ -29,11 +28,7 @@ with DAG(
         scale_outs=[1],
         default_scale_out=1,
         target=300,
-        application=sorted(glob.glob(str(spark_home() / "jars" / "spark-core_*.jar")))[0],
-        java_class="org.apache.spark.deploy.PythonRunner",
-        application_args=[os.path.join(JOBS, "grep.py"), "", "--lines", "60000", "--partitions", "4"],
-        driver_memory="512m",
-        executor_memory="512m",
+        **cluster_mode_python(os.path.join(JOBS, "grep.py"), "--lines", "60000", "--partitions", "4"),
         status_poll_interval=1,
         retries=1,
         retry_delay=dt.timedelta(seconds=1),
