@@ -100,8 +100,24 @@ class SizingDecision:
     price_per_node_hour: float | None = None
     decision_id: int | None = None
     created_at: str | None = None
-    requested_confidence: float | None = None  # set where the band capped it (``confidence``)
+    # the confidence asked for; ``confidence`` is what the band honours (lower where it was capped).
+    # None: a decision stored before the store recorded it (schema revision 0004).
+    requested_confidence: float | None = None
     extrapolation: dict[str, Any] | None = None  # see Prediction.extrapolation
+    band_note: str | None = None  # see Prediction.band_note
+
+    @property
+    def capped(self) -> bool:
+        """The band could not honour the confidence asked for (``confidence`` is the cap)."""
+        return self.requested_confidence is not None and self.requested_confidence > self.confidence
+
+    @property
+    def extrapolating(self) -> bool | None:
+        """Whether the model extrapolated for this context (None: not known, see ``extrapolation``)."""
+        ext = self.extrapolation
+        if not ext or not ext.get("known", True):
+            return None
+        return bool(ext.get("kinds") or ext.get("job_type_unseen"))
 
     @property
     def chosen(self) -> Candidate | None:

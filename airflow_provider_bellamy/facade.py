@@ -743,6 +743,7 @@ class Bellamy:
             decision.fallback_reason = resolved.fallback_reason
         if decision.model_version is None:
             decision.model_version = resolved.label
+        decision.requested_confidence = req.confidence
         values = {
             "job_type": req.job_type,
             "framework": req.framework,
@@ -761,6 +762,9 @@ class Bellamy:
             "model_version": decision.model_version,
             "model_version_id": resolved.version_id,
             "fallback_reason": decision.fallback_reason,
+            "requested_confidence": req.confidence,
+            "extrapolation": decision.extrapolation,
+            "band_note": decision.band_note,
             **prov,
         }
         row = self.store.write(lambda s: DecisionRepository(s).add(values), what="storing a decision")
