@@ -48,7 +48,9 @@ def register(subparsers: Any) -> None:
         "demo", help="end to end: traces → model → Spark on 127.0.0.1 → sized DAG run → recorded runtime"
     )
     parser.add_argument("--workers", type=int, default=3, help="Spark workers to start (1 core each)")
-    parser.add_argument("--runs", type=int, default=2, help="DAG runs (each learns from the ones before)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="DAG runs, 1 to 5 (each learns from the ones before)"
+    )
     parser.add_argument("--train-budget", type=float, default=40.0, help="training seconds per job type")
     parser.add_argument("--plot", default="bellamy-demo.png", help="where to write the plot (PNG)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary AIRFLOW_HOME")
@@ -101,6 +103,9 @@ def run_demo(args: argparse.Namespace) -> int:
         }
     )
     env.pop("AIRFLOW_CONN_BELLAMY_DEFAULT", None)  # the demo uses the embedded default store
+    # spark-submit comes with the pyspark wheel, beside this interpreter; Airflow's Spark hook
+    # looks for it on PATH (`make demo` puts it there, `.venv/bin/bellamy demo` alone did not)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     cluster = None
     started = time.monotonic()
     try:
@@ -255,9 +260,10 @@ def _report(
                     f"{c['node_hours']:.4f}" if c.get("node_hours") is not None else "–",
                 )
             console.print(table)
-            console.print(f"  reason: {d['reason']}")
+            # the reason's notes are in [brackets], which rich would read as markup
+            console.print(f"  reason: {d['reason']}", markup=False)
             if d.get("fallback_reason"):
-                console.print(f"  note: {d['fallback_reason']}")
+                console.print(f"  note: {d['fallback_reason']}", markup=False)
             run = by_decision.get(d["id"])
             if run is not None:
                 console.print(

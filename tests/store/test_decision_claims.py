@@ -165,7 +165,7 @@ def test_a_store_at_0003_with_decisions_upgrades_and_loses_nothing(store_url: st
 
 
 def test_the_store_refuses_a_requested_confidence_outside_0_1(store: Store) -> None:
-    with pytest.raises(Exception, match="ck_decisions_requested_confidence|CHECK|check"):
+    with pytest.raises(sa.exc.IntegrityError, match=r"(?i)ck_decisions_requested_confidence|check"):
         store.write(
             lambda s: DecisionRepository(s).add(
                 {
