@@ -6,6 +6,7 @@ Pure dataclasses with JSON round trips: a decision travels through XCom as a dic
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,6 +22,17 @@ def format_confidence(q: float) -> str:
         if float(text) < 100 and abs(float(text) - q * 100) < 0.05:
             break
     return f"{text}%"
+
+
+def band_holds(candidates: Sequence[Mapping[str, Any]], scale_out: int, runtime_s: float) -> bool | None:
+    """Whether ``runtime_s`` at ``scale_out`` lies in the band a decision's candidates (as stored:
+    JSON, an unbounded side None) claimed there; None where no candidate had a prediction there."""
+    cand = next((c for c in candidates if c.get("scale_out") == scale_out), None)
+    if cand is None or cand.get("predicted_s") is None:
+        return None
+    lower = cand.get("lower_s")
+    upper = cand.get("upper_s")
+    return (0.0 if lower is None else lower) <= runtime_s <= (math.inf if upper is None else upper)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_bellamy.decisions import format_confidence
+from airflow_provider_bellamy.decisions import band_holds, format_confidence
 
 DAG_ID = "bellamy_spark_sla"
 JOB_TYPES = ("grep", "sort")
@@ -300,14 +299,14 @@ class Launch:
     observed_s: float | None
     status: str | None
 
+    candidates: tuple[dict[str, Any], ...] = ()
+
     @property
     def inside(self) -> bool | None:
         """The observed runtime lies in the decision's band at the size it ran at."""
-        if self.observed_s is None or self.status != "success" or self.predicted_s is None:
+        if self.observed_s is None or self.status != "success" or self.ran_at is None:
             return None
-        lower = self.lower_s if self.lower_s is not None else 0.0
-        upper = self.upper_s if self.upper_s is not None else math.inf
-        return lower <= self.observed_s <= upper
+        return band_holds(self.candidates, self.ran_at, self.observed_s)
 
     @property
     def met_target(self) -> bool | None:
@@ -347,6 +346,7 @@ def launches(decisions: list[dict[str, Any]], runs: list[dict[str, Any]], run_id
                 upper_s=cand.get("upper_s"),
                 observed_s=float(run["runtime_s"]) if run is not None else None,
                 status=run["status"] if run is not None else None,
+                candidates=tuple(d.get("candidates") or ()),
             )
         )
     return out
