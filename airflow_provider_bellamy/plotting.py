@@ -51,6 +51,7 @@ def plot_decisions(
     for ax, (name, group) in zip(axes[0], panels.items(), strict=True):
         ticks: set[int] = set()
         values: list[float] = []
+        targets: set[int] = set()
         for i, decision in enumerate(group):
             colour = colours[i % len(colours)]
             run = by_decision.get(decision.get("id") or decision.get("decision_id"))
@@ -101,10 +102,10 @@ def plot_decisions(
                     label=observed,
                 )
             target = decision.get("target_s")
-            if target:
+            if target and round(target) not in targets:  # one line per target, not per launch
+                targets.add(round(target))
                 values.append(float(target))
-                tag = "target" if len(group) == 1 else f"launch {i + 1}: target"
-                ax.axhline(target, color=colour, linestyle="--", linewidth=1, label=f"{tag} {target:.0f} s")
+                ax.axhline(target, color=colour, linestyle="--", linewidth=1, label=f"target {target:.0f} s")
         ax.set_title(f"{name} ({group[0]['job_type']}) — ▲ chosen scale-out")
         ax.set_xlabel("scale-out (executors)")
         ax.set_ylabel("runtime (s)")
@@ -120,12 +121,13 @@ def plot_decisions(
             ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            # below the panel: inside it would cover the bands
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17))
     fig.suptitle(title)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
 
@@ -141,7 +143,11 @@ def launch_labels(
     """The legend's words for one decision's curve and for the run it led to: the model, the
     band's confidence, whether the model extrapolated, and whether the run landed in the band."""
     tag = "launch" if index is None else f"launch {index + 1}"
-    model = decision.get("model_version") or "no model"
+    # a fine-tuned copy's label names its parent: "grep/ctx-…/v1 (from grep/v1)"
+    model = str(decision.get("model_version") or "no model").split(" (from ")[0]
+    if "/ctx-" in model:
+        job, rest = model.split("/ctx-", 1)
+        model = f"{job}/ctx-{rest[:6]}…/{rest.rsplit('/', 1)[-1]}" if "/" in rest else model
     flag = ", extrapolating" if _extrapolating(decision) else ""
     curve = f"{tag}: predicted ({model}), {format_confidence(decision['confidence'])} band{flag}"
     if run is None:
