@@ -14,8 +14,9 @@ from alembic import command
 from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.facade import Bellamy
 from airflow_provider_bellamy.store import DecisionRepository, Store
+from airflow_provider_bellamy.store.repositories import _json_safe
 from airflow_provider_bellamy.store.store import alembic_config, forget_verified
-from tests.store.conftest import observed_run
+from tests.store.conftest import decision_values, observed_run, store_at
 
 _BEFORE = "0003_scale_indexes"
 _EXTRAPOLATION = {
@@ -33,40 +34,14 @@ _EXTRAPOLATION = {
 
 
 def _old_decision(i: int) -> dict[str, Any]:
-    return {
-        "job_type": "grep",
-        "framework": "spark",
-        "context": {"machine_type": "m5.xlarge", "data_size_mb": 1000.0 + i},
-        "context_fingerprint": f"{i:032d}",
-        "candidates": [
-            {
-                "scale_out": 2,
-                "predicted_s": 300.0,
-                "lower_s": 280.0,
-                "upper_s": None,
-                "node_hours": None,
-                "cost": None,
-                "meets_target": False,
-            },
-            {
-                "scale_out": 4,
-                "predicted_s": 150.0,
-                "lower_s": 140.0,
-                "upper_s": 170.0,
-                "node_hours": 0.19,
-                "cost": None,
-                "meets_target": True,
-            },
-        ],
-        "target_s": 200.0,
-        "confidence": 0.9,
-        "objective": "min_scale_out",
-        "chosen_scale_out": 4,
-        "feasible": True,
-        "reason": f"decided under 0003, number {i} [confidence 99.9999% asked, capped at 99.8%]",
-        "model_version": "grep/v1",
-        "created_at": dt.datetime(2026, 11, 1, 12, i, tzinfo=dt.timezone.utc).replace(tzinfo=None),
-    }
+    """A decision's columns as the 0003 code wrote them (candidates' JSON without infinities)."""
+    values = decision_values(
+        context={"machine_type": "m5.xlarge", "data_size_mb": 1000.0 + i},
+        context_fingerprint=f"{i:032d}",
+        reason=f"decided under 0003, number {i} [confidence 99.9999% asked, capped at 99.8%]",
+        created_at=dt.datetime(2026, 11, 1, 12, i),
+    )
+    return {**values, "candidates": _json_safe(values["candidates"])}
 
 
 def _rows(conn: sa.Connection, table: str) -> list[dict[str, Any]]:
@@ -75,12 +50,7 @@ def _rows(conn: sa.Connection, table: str) -> list[dict[str, Any]]:
 
 
 def test_a_store_at_0003_with_decisions_upgrades_and_loses_nothing(store_url: str) -> None:
-    s = Store(store_url)
-    if s.sqlite_file is not None:
-        s.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
-    with s.engine.begin() as conn:
-        command.upgrade(alembic_config(conn), _BEFORE)  # type: ignore[arg-type]
-    forget_verified()
+    s = store_at(store_url, _BEFORE)
     assert s.schema_status().state == "outdated"
     # rows written the way the 0003 code wrote them (its columns only)
     with s.engine.begin() as conn:
