@@ -6,6 +6,7 @@ Pure dataclasses with JSON round trips: a decision travels through XCom as a dic
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,6 +22,17 @@ def format_confidence(q: float) -> str:
         if float(text) < 100 and abs(float(text) - q * 100) < 0.05:
             break
     return f"{text}%"
+
+
+def band_holds(candidates: Sequence[Mapping[str, Any]], scale_out: int, runtime_s: float) -> bool | None:
+    """Whether ``runtime_s`` at ``scale_out`` lies in the band a decision's candidates (as stored:
+    JSON, an unbounded side None) claimed there; None where no candidate had a prediction there."""
+    cand = next((c for c in candidates if c.get("scale_out") == scale_out), None)
+    if cand is None or cand.get("predicted_s") is None:
+        return None
+    lower = cand.get("lower_s")
+    upper = cand.get("upper_s")
+    return (0.0 if lower is None else lower) <= runtime_s <= (math.inf if upper is None else upper)
 
 
 @dataclass(frozen=True)
@@ -100,8 +112,24 @@ class SizingDecision:
     price_per_node_hour: float | None = None
     decision_id: int | None = None
     created_at: str | None = None
-    requested_confidence: float | None = None  # set where the band capped it (``confidence``)
+    # the confidence asked for; ``confidence`` is what the band honours (lower where it was capped).
+    # None: a decision stored before the store recorded it (schema revision 0004).
+    requested_confidence: float | None = None
     extrapolation: dict[str, Any] | None = None  # see Prediction.extrapolation
+    band_note: str | None = None  # see Prediction.band_note
+
+    @property
+    def capped(self) -> bool:
+        """The band could not honour the confidence asked for (``confidence`` is the cap)."""
+        return self.requested_confidence is not None and self.requested_confidence > self.confidence
+
+    @property
+    def extrapolating(self) -> bool | None:
+        """Whether the model extrapolated for this context (None: not known, see ``extrapolation``)."""
+        ext = self.extrapolation
+        if not ext or not ext.get("known", True):
+            return None
+        return bool(ext.get("kinds") or ext.get("job_type_unseen"))
 
     @property
     def chosen(self) -> Candidate | None:

@@ -762,6 +762,7 @@ class Bellamy:
     def _store_decision(
         self, decision: SizingDecision, req: _Request, model_version_id: int | None, prov: dict[str, Any]
     ) -> SizingDecision:
+        decision.requested_confidence = req.confidence
         values = {
             "job_type": req.job_type,
             "framework": req.framework,
@@ -780,6 +781,9 @@ class Bellamy:
             "model_version": decision.model_version,
             "model_version_id": model_version_id,
             "fallback_reason": decision.fallback_reason,
+            "requested_confidence": req.confidence,
+            "extrapolation": decision.extrapolation,
+            "band_note": decision.band_note,
             **prov,
         }
         row = self.store.write(lambda s: DecisionRepository(s).add(values), what="storing a decision")

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_bellamy.decisions import format_confidence
+from airflow_provider_bellamy.decisions import band_holds, format_confidence
 
 
 def require_matplotlib() -> Any:
@@ -50,10 +50,12 @@ def plot_decisions(
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (name, group) in zip(axes[0], panels.items(), strict=True):
         ticks: set[int] = set()
+        values: list[float] = []
+        targets: set[int] = set()
         for i, decision in enumerate(group):
             colour = colours[i % len(colours)]
-            tag = f"launch {i + 1}" if len(group) > 1 else "launch"
-            model = decision.get("model_version") or "no model"
+            run = by_decision.get(decision.get("id") or decision.get("decision_id"))
+            curve, observed = launch_labels(decision, run, i if len(group) > 1 else None)
             # a default decision (no model) has candidates without predictions: nothing to draw
             cands = sorted(
                 (c for c in decision.get("candidates") or [] if c.get("predicted_s") is not None),
@@ -64,20 +66,31 @@ def plot_decisions(
                 ticks.update(xs)
                 lower = [c["lower_s"] if c["lower_s"] is not None else c["predicted_s"] for c in cands]
                 upper = [c["upper_s"] if c["upper_s"] is not None else c["predicted_s"] for c in cands]
-                ax.fill_between(xs, lower, upper, alpha=0.18, color=colour)
-                ax.plot(
+                values.extend([*lower, *upper])
+                # an extrapolating decision's band hatched: the eye finds it before the legend
+                ax.fill_between(
                     xs,
-                    [c["predicted_s"] for c in cands],
-                    marker="o",
+                    lower,
+                    upper,
+                    alpha=0.18,
                     color=colour,
-                    label=f"{tag}: predicted ({model}), {format_confidence(decision['confidence'])} band",
+                    hatch="//" if _extrapolating(decision) else None,
                 )
+                ax.plot(xs, [c["predicted_s"] for c in cands], marker="o", color=colour, label=curve)
+            # the chosen size: a triangle on the x axis, whatever the y scale
             ax.scatter(
-                [decision["chosen_scale_out"]], [0], marker="^", s=80, color=colour, zorder=6, clip_on=False
+                [decision["chosen_scale_out"]],
+                [0],
+                marker="^",
+                s=80,
+                color=colour,
+                zorder=6,
+                clip_on=False,
+                transform=ax.get_xaxis_transform(),
             )
-            run = by_decision.get(decision.get("id") or decision.get("decision_id"))
             if run is not None:
                 ticks.add(int(run["scale_out"]))
+                values.append(float(run["runtime_s"]))
                 ax.scatter(
                     [run["scale_out"]],
                     [run["runtime_s"]],
@@ -86,25 +99,61 @@ def plot_decisions(
                     color=colour,
                     edgecolor="black",
                     zorder=7,
-                    label=f"{tag}: observed {run['runtime_s']:.1f} s at {run['scale_out']}",
+                    label=observed,
                 )
             target = decision.get("target_s")
-            if target:
-                ax.axhline(
-                    target, color=colour, linestyle="--", linewidth=1, label=f"{tag}: target {target:.0f} s"
-                )
+            if target and round(target) not in targets:  # one line per target, not per launch
+                targets.add(round(target))
+                values.append(float(target))
+                ax.axhline(target, color=colour, linestyle="--", linewidth=1, label=f"target {target:.0f} s")
         ax.set_title(f"{name} ({group[0]['job_type']}) — ▲ chosen scale-out")
         ax.set_xlabel("scale-out (executors)")
         ax.set_ylabel("runtime (s)")
         if ticks:
             ax.set_xticks(sorted(ticks))
-        ax.set_ylim(bottom=0)
+        positive = [v for v in values if v > 0]
+        if positive and max(positive) > 20 * min(positive):
+            # a band out of distribution spans decades: on a linear axis the later launches,
+            # and what happened, would be a flat line at the bottom
+            ax.set_yscale("log")
+            ax.set_ylabel("runtime (s, log scale)")
+        else:
+            ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            # below the panel: inside it would cover the bands
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17))
     fig.suptitle(title)
     fig.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+def _extrapolating(decision: Mapping[str, Any]) -> bool:
+    ext = decision.get("extrapolation") or {}
+    return bool(ext.get("known", True) and (ext.get("kinds") or ext.get("job_type_unseen")))
+
+
+def launch_labels(
+    decision: Mapping[str, Any], run: Mapping[str, Any] | None, index: int | None
+) -> tuple[str, str]:
+    """The legend's words for one decision's curve and for the run it led to: the model, the
+    band's confidence, whether the model extrapolated, and whether the run landed in the band."""
+    tag = "launch" if index is None else f"launch {index + 1}"
+    # a fine-tuned copy's label names its parent: "grep/ctx-…/v1 (from grep/v1)"
+    model = str(decision.get("model_version") or "no model").split(" (from ")[0]
+    if "/ctx-" in model:
+        job, rest = model.split("/ctx-", 1)
+        model = f"{job}/ctx-{rest[:6]}…/{rest.rsplit('/', 1)[-1]}" if "/" in rest else model
+    flag = ", extrapolating" if _extrapolating(decision) else ""
+    curve = f"{tag}: predicted ({model}), {format_confidence(decision['confidence'])} band{flag}"
+    if run is None:
+        return curve, ""
+    held = band_holds(decision.get("candidates") or [], int(run["scale_out"]), float(run["runtime_s"]))
+    where = {True: " — in band", False: " — OUTSIDE band", None: ""}[held]
+    if run.get("status", "success") != "success":
+        where = f" ({run['status']})"
+    return curve, f"{tag}: observed {run['runtime_s']:.1f} s at {run['scale_out']}{where}"

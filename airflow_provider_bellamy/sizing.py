@@ -154,8 +154,13 @@ def decide(
         fallback_reason=prediction.fallback_reason,
         shortfall_s=shortfall,
         price_per_node_hour=price,
-        requested_confidence=prediction.requested_confidence,
+        requested_confidence=(
+            prediction.confidence
+            if prediction.requested_confidence is None
+            else prediction.requested_confidence
+        ),
         extrapolation=prediction.extrapolation,
+        band_note=prediction.band_note,
     )
 
 
@@ -212,4 +217,5 @@ def default_decision(
         model_version=None,
         fallback_reason=reason,
         price_per_node_hour=validate_price(price_per_node_hour),
+        requested_confidence=confidence,
     )

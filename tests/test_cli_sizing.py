@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_bellamy.cli import main
+from airflow_provider_bellamy.facade import Bellamy
 
 CONTEXT = [
     "--set", "machine_type=m4.2xlarge", "--set", "cores=8", "--set", "memory_mb=16000",
@@ -102,6 +103,9 @@ def test_predict_and_size_say_where_the_model_extrapolates_and_cap_the_confidenc
     )
     out = " ".join(capsys.readouterr().out.split())
     assert "capped at" in out and "100%" not in out
+    # the store keeps both: what was asked, and what the band honours
+    stored = Bellamy(trained_store).list_decisions(limit=1)[0]
+    assert stored["requested_confidence"] == 0.999999 and stored["confidence"] < 0.999999
 
 
 def test_a_confidence_below_one_half_is_refused(trained_store: str, capsys: pytest.CaptureFixture) -> None:

@@ -496,3 +496,9 @@ def test_a_context_far_outside_the_training_data_is_flagged_with_a_wide_band(
 
     assert width(far) > 10 * width(inside)
     assert trained.get_decision(far.decision_id).reason == far.reason  # stored as decided
+    # and what it claimed, beyond the reason's words
+    stored = trained.get_decision(far.decision_id)
+    assert stored.extrapolation == far.extrapolation and stored.extrapolating is True
+    assert stored.band_note == far.band_note is not None
+    assert stored.requested_confidence == far.requested_confidence == 0.9 and not stored.capped
+    assert trained.get_decision(inside.decision_id).extrapolating is False

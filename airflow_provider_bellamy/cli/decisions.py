@@ -31,6 +31,28 @@ def _fmt(value: float | None, unit: str = "s") -> str:
     return "-" if value is None else f"{value:,.1f}{unit}"
 
 
+def _confidence(d: dict[str, Any]) -> str:
+    """What the band honours, and what was asked where the calibration capped it."""
+    from airflow_provider_bellamy.decisions import format_confidence
+
+    honoured = format_confidence(d["confidence"])
+    asked = d.get("requested_confidence")
+    if asked is not None and asked > d["confidence"]:
+        return f"{honoured} (asked {format_confidence(asked)})"
+    return honoured
+
+
+def _extrapolates_in(d: dict[str, Any]) -> str:
+    """The kinds of extrapolation ("-": inside the training data; "?": not recorded)."""
+    ext = d.get("extrapolation")
+    if not ext or not ext.get("known", True):
+        return "?"
+    kinds = list(ext.get("kinds") or [])
+    if ext.get("job_type_unseen"):
+        kinds.insert(0, "job type")
+    return ", ".join(kinds) or "-"
+
+
 def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -54,6 +76,7 @@ def _list(args: argparse.Namespace) -> int:
         "feasible",
         "target",
         "conf.",
+        "extrapolates in",
         "model",
         "run",
         "reason",
@@ -67,7 +90,8 @@ def _list(args: argparse.Namespace) -> int:
             str(d["chosen_scale_out"]),
             "yes" if d["feasible"] else "NO",
             _fmt(d["target_s"]),
-            f"{d['confidence']:.2f}",
+            _confidence(d),
+            _extrapolates_in(d),
             d["model_version"] or (d["fallback_reason"] and "fallback") or "-",
             str(d["run_row_id"] or "-"),
             d["reason"],

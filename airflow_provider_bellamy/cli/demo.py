@@ -24,10 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_bellamy.decisions import format_confidence
+from airflow_provider_bellamy.decisions import band_holds, format_confidence
 
 DAG_ID = "bellamy_spark_sla"
 JOB_TYPES = ("grep", "sort")
@@ -48,7 +49,9 @@ def register(subparsers: Any) -> None:
         "demo", help="end to end: traces → model → Spark on 127.0.0.1 → sized DAG run → recorded runtime"
     )
     parser.add_argument("--workers", type=int, default=3, help="Spark workers to start (1 core each)")
-    parser.add_argument("--runs", type=int, default=2, help="DAG runs (each learns from the ones before)")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="DAG runs, 1 to 5 (each learns from the ones before)"
+    )
     parser.add_argument("--train-budget", type=float, default=40.0, help="training seconds per job type")
     parser.add_argument("--plot", default="bellamy-demo.png", help="where to write the plot (PNG)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary AIRFLOW_HOME")
@@ -101,6 +104,9 @@ def run_demo(args: argparse.Namespace) -> int:
         }
     )
     env.pop("AIRFLOW_CONN_BELLAMY_DEFAULT", None)  # the demo uses the embedded default store
+    # spark-submit comes with the pyspark wheel, beside this interpreter; Airflow's Spark hook
+    # looks for it on PATH (`make demo` puts it there, `.venv/bin/bellamy demo` alone did not)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     cluster = None
     started = time.monotonic()
     try:
@@ -255,9 +261,10 @@ def _report(
                     f"{c['node_hours']:.4f}" if c.get("node_hours") is not None else "–",
                 )
             console.print(table)
-            console.print(f"  reason: {d['reason']}")
+            # the reason's notes are in [brackets], which rich would read as markup
+            console.print(f"  reason: {d['reason']}", markup=False)
             if d.get("fallback_reason"):
-                console.print(f"  note: {d['fallback_reason']}")
+                console.print(f"  note: {d['fallback_reason']}", markup=False)
             run = by_decision.get(d["id"])
             if run is not None:
                 console.print(
@@ -265,40 +272,157 @@ def _report(
                     f"{run['scale_out']} (Spark app {run.get('external_id') or '–'})"
                 )
         return decisions, runs
+    _print_story(console, launches(decisions, runs, run_ids))
+    return decisions, runs
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One task of one DAG run, as the story needs it: what the decision claimed at the size the
+    job ran at, and what happened."""
+
+    launch: int  # 1-based DAG run
+    task_id: str
+    job_type: str
+    extrapolating: bool | None  # None: the decision does not say (no model, or not recorded)
+    extrapolates_in: str  # the signals' sentence ("" inside the training data)
+    model: str
+    fallback_reason: str | None
+    feasible: bool
+    chosen: int
+    target_s: float | None
+    confidence: float
+    ran_at: int | None  # the executors it was granted (may be fewer than chosen)
+    predicted_s: float | None  # at ``ran_at`` (at ``chosen`` while nothing ran)
+    lower_s: float | None
+    upper_s: float | None
+    observed_s: float | None
+    status: str | None
+
+    candidates: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def inside(self) -> bool | None:
+        """The observed runtime lies in the decision's band at the size it ran at."""
+        if self.observed_s is None or self.status != "success" or self.ran_at is None:
+            return None
+        return band_holds(self.candidates, self.ran_at, self.observed_s)
+
+    @property
+    def met_target(self) -> bool | None:
+        if self.observed_s is None or self.status != "success" or self.target_s is None:
+            return None
+        return self.observed_s <= self.target_s
+
+
+def launches(decisions: list[dict[str, Any]], runs: list[dict[str, Any]], run_ids: list[str]) -> list[Launch]:
+    """The demo's decisions (as stored) and the runs they led to, launch by launch."""
+    order = {run_id: i for i, run_id in enumerate(run_ids)}
+    by_decision = {r.get("decision_id"): r for r in runs if r.get("decision_id") is not None}
+    out = []
+    for d in sorted(decisions, key=lambda d: (order.get(d.get("run_id"), len(order)), d["id"])):
+        run = by_decision.get(d["id"])
+        ran_at = int(run["scale_out"]) if run is not None else None
+        at = ran_at if ran_at is not None else d["chosen_scale_out"]
+        cand = next((c for c in d.get("candidates") or [] if c["scale_out"] == at), None) or {}
+        ext = d.get("extrapolation") or {}
+        known = bool(ext) and ext.get("known", True)
+        out.append(
+            Launch(
+                launch=order.get(d.get("run_id"), len(order)) + 1,
+                task_id=str(d.get("task_id") or d["job_type"]),
+                job_type=d["job_type"],
+                extrapolating=bool(ext.get("kinds") or ext.get("job_type_unseen")) if known else None,
+                extrapolates_in=str(ext.get("sentence") or "") if known else "",
+                model=d.get("model_version") or "default",
+                fallback_reason=d.get("fallback_reason"),
+                feasible=bool(d.get("feasible")),
+                chosen=int(d["chosen_scale_out"]),
+                target_s=d.get("target_s"),
+                confidence=float(d["confidence"]),
+                ran_at=ran_at,
+                predicted_s=cand.get("predicted_s"),
+                lower_s=cand.get("lower_s"),
+                upper_s=cand.get("upper_s"),
+                observed_s=float(run["runtime_s"]) if run is not None else None,
+                status=run["status"] if run is not None else None,
+                candidates=tuple(d.get("candidates") or ()),
+            )
+        )
+    return out
+
+
+def _yes_no(value: bool | None) -> str:
+    return "–" if value is None else ("[green]yes[/]" if value else "[red]NO[/]")
+
+
+def _print_story(console: Any, story: list[Launch]) -> None:
+    """The table of every launch, then what it shows in words: the first launch flagged as
+    extrapolating, the bands from the second launch on, the sizes chosen."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(
         "launch",
         "task",
+        "extrapolating",
         "model",
+        "target (s)",
         "chosen",
+        "ran at",
         "predicted (s)",
+        "band (s)",
         "observed (s)",
-        "error",
-        "status",
-        "Spark app",
-        title="recorded runs (written back by the operator)",
+        "in band",
+        "met target",
+        title="the launches: what each decision claimed at the size the job ran at, and what happened",
     )
-    for d in decisions:
-        run = by_decision.get(d["id"])
-        chosen = next((c for c in d["candidates"] if c["scale_out"] == d["chosen_scale_out"]), None)
-        predicted = chosen.get("predicted_s") if chosen else None
-        error = (
-            f"{(predicted - run['runtime_s']) / run['runtime_s']:+.0%}"
-            if run is not None and predicted
-            else "–"
-        )
+    for x in story:
         table.add_row(
-            str(order[d["run_id"]] + 1),
-            str(d.get("task_id")),
-            d.get("model_version") or "default",
-            str(d["chosen_scale_out"]),
-            _num(predicted),
-            f"{run['runtime_s']:.1f}" if run else "–",
-            error,
-            run["status"] if run else "not recorded",
-            (run or {}).get("external_id") or "–",
+            str(x.launch),
+            x.task_id,
+            "?" if x.extrapolating is None else ("[yellow]yes[/]" if x.extrapolating else "no"),
+            escape(x.model),
+            _num(x.target_s) if x.target_s is not None else "–",
+            str(x.chosen),
+            str(x.ran_at) if x.ran_at is not None else "–",
+            _num(x.predicted_s) if x.predicted_s is not None else "–",
+            f"{_num(x.lower_s)} – {_num(x.upper_s)}" if x.predicted_s is not None else "–",
+            (f"{x.observed_s:.1f}" if x.observed_s is not None else "–")
+            + ("" if x.status in (None, "success") else f" ({x.status})"),
+            _yes_no(x.inside),
+            _yes_no(x.met_target),
         )
     console.print(table)
-    return decisions, runs
+    for task in dict.fromkeys(x.task_id for x in story):
+        mine = [x for x in story if x.task_id == task]
+        first, later = mine[0], mine[1:]
+        if first.extrapolating:
+            flag = f"flagged as extrapolating: {first.extrapolates_in}"
+        elif first.extrapolating is None:
+            flag = f"no extrapolation signals ({first.fallback_reason or 'not recorded'})"
+        else:
+            flag = "[red]not flagged as extrapolating[/]"
+        console.print(f"[bold]{escape(task)}[/], launch 1: {escape(flag) if first.extrapolating else flag}")
+        if first.inside is not None:
+            console.print(
+                f"  its {format_confidence(first.confidence)} band at {first.ran_at}: {_num(first.lower_s)} – "
+                f"{_num(first.upper_s)} s; observed {first.observed_s:.1f} s: "
+                + ("inside" if first.inside else "[red]outside[/]")
+                + (
+                    ""
+                    if first.feasible
+                    else f" (no size met the target: it launched the fastest, {first.chosen})"
+                )
+            )
+        judged = [x for x in later if x.inside is not None]
+        if judged:
+            inside = sum(bool(x.inside) for x in judged)
+            colour = "green" if inside == len(judged) else "red"
+            console.print(
+                f"  launches 2–{mine[-1].launch}: [{colour}]{inside} of {len(judged)}[/] observed runtimes inside "
+                f"their band; chosen sizes {' → '.join(str(x.chosen) for x in mine)}"
+            )
 
 
 def _decision_title(d: dict[str, Any]) -> str:

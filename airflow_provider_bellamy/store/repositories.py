@@ -590,6 +590,8 @@ class DecisionRepository:
         row.setdefault("created_at", utcnow())
         row["candidates"] = _json_safe(row.get("candidates") or [])
         row["context"] = _json_safe(row.get("context") or {})
+        if row.get("extrapolation") is not None:
+            row["extrapolation"] = _json_safe(row["extrapolation"])
         decision = Decision(**row)
         self.session.add(decision)
         self.session.flush()

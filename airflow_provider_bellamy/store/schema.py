@@ -240,8 +240,19 @@ class Decision(Base):
     try_number: Mapped[int | None] = mapped_column(sa.Integer)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), nullable=False, default=utcnow)
     run_row_id: Mapped[int | None] = mapped_column(sa.Integer, sa.ForeignKey("runs.id"))
+    # What the decision claimed besides its reason (revision 0004; NULL in older rows): the
+    # confidence asked for (``confidence`` is what the band honours, lower where it was capped),
+    # where the model extrapolated for the context (model/extrapolation.Extrapolation.to_dict())
+    # and what the widened band was calibrated on.
+    requested_confidence: Mapped[float | None] = mapped_column(sa.Float)
+    extrapolation: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON(none_as_null=True))
+    band_note: Mapped[str | None] = mapped_column(sa.Text)
 
     __table_args__ = (
+        sa.CheckConstraint(
+            "requested_confidence IS NULL OR (requested_confidence > 0 AND requested_confidence < 1)",
+            name="ck_decisions_requested_confidence",
+        ),
         sa.Index("ix_decisions_job", "job_type", "id"),
         sa.Index("ix_decisions_airflow", "dag_id", "task_id", "run_id"),
         # Retention (`bellamy decisions prune --older-than`) deletes by age.

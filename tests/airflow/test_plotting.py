@@ -50,6 +50,47 @@ def test_plot_writes_a_png(tmp_path: Path) -> None:
         plot_decisions([], runs, tmp_path / "empty.png")
 
 
+def test_the_legend_says_extrapolating_and_whether_the_run_landed_in_the_band(tmp_path: Path) -> None:
+    from airflow_provider_bellamy.plotting import launch_labels
+
+    far = {
+        "id": 1,
+        "task_id": "grep",
+        "job_type": "grep",
+        "confidence": 0.9,
+        "target_s": 90.0,
+        "chosen_scale_out": 3,
+        "model_version": "grep/v1",
+        "extrapolation": {"known": True, "kinds": ["categorical"], "sentence": "machine_type 'x' never seen"},
+        # out of distribution: a band spanning decades, unbounded above at 1
+        "candidates": [
+            {**_candidate(1, 300, 90), "lower_s": 20.0, "upper_s": None},
+            {**_candidate(3, 110, 90), "lower_s": 11.0, "upper_s": 4500.0},
+        ],
+    }
+    learned = {
+        **far,
+        "id": 2,
+        "model_version": "grep/ctx-ab/v1",
+        "extrapolation": {"known": True, "kinds": []},
+    }
+    learned["candidates"] = [_candidate(1, 40, 90), _candidate(3, 30, 90)]
+    curve, observed = launch_labels(far, {"scale_out": 3, "runtime_s": 29.5}, 0)
+    assert curve == "launch 1: predicted (grep/v1), 90% band, extrapolating"
+    assert observed == "launch 1: observed 29.5 s at 3 — in band"
+    curve, observed = launch_labels(learned, {"scale_out": 3, "runtime_s": 40.0}, 1)
+    assert "extrapolating" not in curve and observed.endswith("— OUTSIDE band")  # 40 > 30 × 1.15
+    _, failed = launch_labels(learned, {"scale_out": 3, "runtime_s": 1.0, "status": "failed"}, 1)
+    assert failed.endswith("(failed)")
+    # two launches, one spanning decades (a log axis): still a PNG
+    runs = [
+        {"decision_id": 1, "scale_out": 3, "runtime_s": 29.5},
+        {"decision_id": 2, "scale_out": 1, "runtime_s": 41.0},
+    ]
+    out = plot_decisions([far, learned], runs, tmp_path / "story.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 _WITHOUT_MATPLOTLIB = """
 import sys
 sys.modules["matplotlib"] = None  # as on a plain install: `import matplotlib` raises ImportError

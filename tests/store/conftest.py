@@ -57,3 +57,62 @@ def add_decision(store: Store, *, age: dt.timedelta = dt.timedelta(0), **overrid
         **overrides,
     }
     return store.write(lambda s: DecisionRepository(s).add(values).id)
+
+
+def decision_values(**overrides: Any) -> dict[str, Any]:
+    """A full sizing decision's columns as `DecisionRepository.add` takes them."""
+    values: dict[str, Any] = {
+        "job_type": "grep",
+        "framework": "spark",
+        "context": {"machine_type": "m5.xlarge", "data_size_mb": 1000.0},
+        "context_fingerprint": "f" * 16,
+        "candidates": [
+            {
+                "scale_out": 2,
+                "predicted_s": 300.0,
+                "lower_s": 280.0,
+                "upper_s": float("inf"),
+                "node_hours": 0.2,
+                "cost": None,
+                "meets_target": False,
+            },
+            {
+                "scale_out": 4,
+                "predicted_s": 150.0,
+                "lower_s": 140.0,
+                "upper_s": 170.0,
+                "node_hours": 0.2,
+                "cost": None,
+                "meets_target": True,
+            },
+        ],
+        "target_s": 200.0,
+        "confidence": 0.9,
+        "objective": "min_scale_out",
+        "chosen_scale_out": 4,
+        "feasible": True,
+        "reason": "smallest scale-out whose upper band meets the target",
+        "model_version": "grep/v1",
+        "dag_id": "etl",
+        "task_id": "grep_logs",
+        "run_id": "scheduled__2025-01-01",
+        "map_index": -1,
+        "try_number": 1,
+    }
+    values.update(overrides)
+    return values
+
+
+def store_at(store_url: str, revision: str) -> Store:
+    """A store migrated only up to ``revision`` (an older schema, as an earlier release left it)."""
+    from alembic import command
+
+    from airflow_provider_bellamy.store.store import alembic_config, forget_verified
+
+    s = Store(store_url)
+    if s.sqlite_file is not None:
+        s.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
+    with s.engine.begin() as conn:
+        command.upgrade(alembic_config(conn), revision)  # type: ignore[arg-type]
+    forget_verified()
+    return s

@@ -2,61 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.facade import Bellamy
 from airflow_provider_bellamy.store import DecisionRepository, Store
-from tests.store.conftest import observed_run
-
-
-def _decision(**overrides: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "job_type": "grep",
-        "framework": "spark",
-        "context": {"machine_type": "m5.xlarge", "data_size_mb": 1000.0},
-        "context_fingerprint": "f" * 16,
-        "candidates": [
-            {
-                "scale_out": 2,
-                "predicted_s": 300.0,
-                "lower_s": 280.0,
-                "upper_s": float("inf"),
-                "node_hours": 0.2,
-                "cost": None,
-                "meets_target": False,
-            },
-            {
-                "scale_out": 4,
-                "predicted_s": 150.0,
-                "lower_s": 140.0,
-                "upper_s": 170.0,
-                "node_hours": 0.2,
-                "cost": None,
-                "meets_target": True,
-            },
-        ],
-        "target_s": 200.0,
-        "confidence": 0.9,
-        "objective": "min_scale_out",
-        "chosen_scale_out": 4,
-        "feasible": True,
-        "reason": "smallest scale-out whose upper band meets the target",
-        "model_version": "grep/v1",
-        "dag_id": "etl",
-        "task_id": "grep_logs",
-        "run_id": "scheduled__2025-01-01",
-        "map_index": -1,
-        "try_number": 1,
-    }
-    values.update(overrides)
-    return values
+from tests.store.conftest import decision_values, observed_run
 
 
 def test_decision_round_trip_and_link(store: Store, bellamy: Bellamy) -> None:
-    row = store.write(lambda s: DecisionRepository(s).add(_decision()))
+    row = store.write(lambda s: DecisionRepository(s).add(decision_values()))
     assert row.id >= 1 and row.created_at.tzinfo is not None
     decision = bellamy.get_decision(row.id)
     assert decision.chosen_scale_out == 4 and decision.feasible
@@ -68,7 +23,7 @@ def test_decision_round_trip_and_link(store: Store, bellamy: Bellamy) -> None:
     assert listed[0]["run_row_id"] == run_row  # recording the run linked it
     assert bellamy.list_runs()[0]["decision_id"] == row.id
 
-    other = store.write(lambda s: DecisionRepository(s).add(_decision(chosen_scale_out=2)))
+    other = store.write(lambda s: DecisionRepository(s).add(decision_values(chosen_scale_out=2)))
     run2 = bellamy.record_run(**observed_run(try_number=2))
     bellamy.link_decision(other.id, run2)
     bellamy.link_decision(other.id, run2)  # again: no-op
@@ -76,7 +31,7 @@ def test_decision_round_trip_and_link(store: Store, bellamy: Bellamy) -> None:
 
 
 def test_link_errors_name_the_field(store: Store, bellamy: Bellamy) -> None:
-    row = store.write(lambda s: DecisionRepository(s).add(_decision()))
+    row = store.write(lambda s: DecisionRepository(s).add(decision_values()))
     flink_run = bellamy.record_run(**observed_run(job_type="wordcount", framework="flink"))
     with pytest.raises(InvalidInputError, match="decision_id=9999"):
         bellamy.link_decision(9999, flink_run)
@@ -97,7 +52,7 @@ def test_run_with_unknown_decision_is_still_recorded(bellamy: Bellamy) -> None:
 
 def test_decisions_list_newest_first_with_filter(store: Store, bellamy: Bellamy) -> None:
     for job in ("grep", "sort", "grep"):
-        store.write(lambda s, job=job: DecisionRepository(s).add(_decision(job_type=job)))
+        store.write(lambda s, job=job: DecisionRepository(s).add(decision_values(job_type=job)))
     assert [d["job_type"] for d in bellamy.list_decisions()] == ["grep", "sort", "grep"]
     assert len(bellamy.list_decisions("grep")) == 2
     assert len(bellamy.list_decisions(limit=1)) == 1

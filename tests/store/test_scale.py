@@ -21,7 +21,7 @@ from airflow_provider_bellamy.records import context_fingerprint, normalize_cont
 from airflow_provider_bellamy.store import DecisionRepository, ModelRepository, RunRepository, Store
 from airflow_provider_bellamy.store.store import alembic_config, forget_verified
 
-from .conftest import add_decision
+from .conftest import add_decision, store_at
 
 CONTEXTS = [{"machine_type": "m5.xlarge", "data_size_mb": float(size)} for size in (1000, 2000, 4000)]
 TINY = TrainingConfig(members=2, max_epochs=40, min_epochs=10, patience=10, hidden=8)
@@ -244,12 +244,7 @@ def _before_0003() -> str:
 
 def test_migration_0003_up_and_down_keeps_the_data(store_url: str) -> None:
     previous = _before_0003()
-    s = Store(store_url)
-    if s.sqlite_file is not None:
-        s.sqlite_file.parent.mkdir(parents=True, exist_ok=True)
-    with s.engine.begin() as conn:
-        command.upgrade(alembic_config(conn), previous)  # type: ignore[arg-type]
-    forget_verified()
+    s = store_at(store_url, previous)
     before = _indexes(s)
     assert before["ix_runs_context"] == ["job_type", "context_fingerprint", "status", "id"]
     assert "ix_decisions_created" not in before
