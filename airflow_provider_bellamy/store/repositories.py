@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import property_kinds
-from airflow_provider_bellamy.store.schema import Decision, ModelVersion, Run, utcnow
+from airflow_provider_bellamy.store.schema import RUN_STATUSES, Decision, ModelVersion, Run, utcnow
 
 TRY_KEY: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
 _RUN_COLUMNS = frozenset(c.key for c in Run.__table__.columns) - {"id"}
@@ -30,6 +30,43 @@ def _insert(session: Session, table: Any) -> Any:
     if name == "sqlite":
         return sqlite.insert(table)
     return sa.insert(table)
+
+
+# A recursive walk over the distinct values of an index column ("skip scan"): each step seeks
+# the next value, so the statements below cost a seek per context or scale-out, not a read of
+# every run. Plain SQL that SQLite and PostgreSQL both run.
+_CONTEXTS_OF_JOB_TYPE = sa.text(
+    """
+    WITH RECURSIVE fps(fp) AS (
+        SELECT min(context_fingerprint) FROM runs WHERE job_type = :job_type
+        UNION ALL
+        SELECT (SELECT min(context_fingerprint) FROM runs
+                WHERE job_type = :job_type AND context_fingerprint > fps.fp)
+        FROM fps WHERE fps.fp IS NOT NULL
+    )
+    SELECT (SELECT context FROM runs
+            WHERE job_type = :job_type AND context_fingerprint = fps.fp LIMIT 1) AS context
+    FROM fps WHERE fps.fp IS NOT NULL
+    """
+).columns(context=sa.JSON)
+
+_NEWEST_TRAINING_RUN = sa.text(
+    """
+    WITH RECURSIVE scale(n) AS (
+        SELECT min(scale_out) FROM runs
+        WHERE job_type = :job_type AND context_fingerprint = :fingerprint AND status = 'success'
+        UNION ALL
+        SELECT (SELECT min(scale_out) FROM runs
+                WHERE job_type = :job_type AND context_fingerprint = :fingerprint
+                  AND status = 'success' AND scale_out > scale.n)
+        FROM scale WHERE scale.n IS NOT NULL
+    )
+    SELECT max((SELECT max(id) FROM runs
+                WHERE job_type = :job_type AND context_fingerprint = :fingerprint
+                  AND status = 'success' AND scale_out = scale.n AND excluded_reason IS NULL))
+    FROM scale WHERE scale.n IS NOT NULL
+    """
+).columns(sa.column("newest", sa.Integer))
 
 
 class RunRepository:
@@ -242,16 +279,41 @@ class RunRepository:
                 )
 
     def newest_id(self, job_type: str) -> int | None:
-        """The newest run row of a job type (any status)."""
-        return self.session.execute(sa.select(sa.func.max(Run.id)).where(Run.job_type == job_type)).scalar()
+        """The newest run row of a job type (any status).
+
+        One max per status (the CHECK constraint names them all): ``ix_runs_training`` (job type,
+        status, id) answers each with one index seek, where a max over the job type alone reads
+        every index entry of the job type's history."""
+        per_status = [
+            sa.select(sa.func.max(Run.id))
+            .where(Run.job_type == job_type, Run.status == status)
+            .scalar_subquery()
+            for status in RUN_STATUSES
+        ]
+        found = [v for v in self.session.execute(sa.select(*per_status)).one() if v is not None]
+        return max(found) if found else None
 
     def property_kinds(self, job_type: str) -> dict[str, str]:
         """What a job type's stored runs hold for each property: number, text or mixed (one
-        context row each: every run of a context has the same properties)."""
-        first = (
-            sa.select(sa.func.min(Run.id)).where(Run.job_type == job_type).group_by(Run.context_fingerprint)
+        context row each: every run of a context has the same properties).
+
+        The contexts are walked through ``ix_runs_context`` one fingerprint at a time (a
+        recursive "skip scan": a seek per context), so the cost grows with the job type's
+        contexts, not with its runs."""
+        return property_kinds(
+            self.session.execute(_CONTEXTS_OF_JOB_TYPE, {"job_type": job_type}).scalars()
         )
-        return property_kinds(self.session.scalars(sa.select(Run.context).where(Run.id.in_(first))))
+
+    def newest_training_id(self, job_type: str, fingerprint: str) -> int | None:
+        """The newest run of one context that training and fine-tuning read (successful, not
+        excluded): what tells whether the context's fine-tuned copy is current.
+
+        A seek per scale-out the context ran at, through ``ix_runs_context`` (job type, context,
+        status, scale-out, id): a max over the context alone would read every run of it, and
+        the launch path asks on every call."""
+        return self.session.execute(
+            _NEWEST_TRAINING_RUN, {"job_type": job_type, "fingerprint": fingerprint}
+        ).scalar()
 
     def job_types(self, *, successful_only: bool = False) -> list[str]:
         stmt = sa.select(Run.job_type).distinct()
