@@ -686,12 +686,34 @@ class DecisionRepository:
         return len(ids)
 
     def try_link(self, decision_id: int, run_row_id: int) -> bool:
-        """Link when both rows exist and agree on the job type; False (nothing changed) otherwise."""
-        decision = self.get(decision_id)
-        run = self.session.get(Run, run_row_id)
-        if decision is None or run is None or decision.job_type != run.job_type:
+        """Link when both rows exist and agree on the job type; False (nothing changed) otherwise.
+
+        What :meth:`link` does, as two keyed UPDATEs (recording a run calls this on the launch
+        path: loading the decision would parse its candidates for nothing). The newest try wins:
+        a link to a newer run that still exists is kept."""
+        linked = Run.__table__.alias("linked")
+        result = self.session.execute(
+            sa.update(Decision)
+            .where(
+                Decision.id == decision_id,
+                Decision.job_type == sa.select(Run.job_type).where(Run.id == run_row_id).scalar_subquery(),
+                sa.or_(
+                    Decision.run_row_id.is_(None),
+                    Decision.run_row_id <= run_row_id,
+                    ~sa.exists().where(linked.c.id == Decision.run_row_id),
+                ),
+            )
+            .values(run_row_id=run_row_id)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:
             return False
-        self.link(decision_id, run_row_id)
+        self.session.execute(
+            sa.update(Run)
+            .where(Run.id == run_row_id, Run.decision_id.is_(None))
+            .values(decision_id=decision_id)
+            .execution_options(synchronize_session=False)
+        )
         return True
 
     def link(self, decision_id: int, run_row_id: int) -> Decision:
