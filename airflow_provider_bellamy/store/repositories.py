@@ -50,8 +50,8 @@ _CONTEXTS_OF_JOB_TYPE = sa.text(
     """
 ).columns(context=sa.JSON)
 
-_NEWEST_TRAINING_RUN = sa.text(
-    """
+# The scale-outs one context ran at (successful runs), a seek each.
+_CONTEXT_SCALE_OUTS = """
     WITH RECURSIVE scale(n) AS (
         SELECT min(scale_out) FROM runs
         WHERE job_type = :job_type AND context_fingerprint = :fingerprint AND status = 'success'
@@ -61,12 +61,21 @@ _NEWEST_TRAINING_RUN = sa.text(
                   AND status = 'success' AND scale_out > scale.n)
         FROM scale WHERE scale.n IS NOT NULL
     )
+"""
+
+_NEWEST_TRAINING_RUN = sa.text(
+    _CONTEXT_SCALE_OUTS
+    + """
     SELECT max((SELECT max(id) FROM runs
                 WHERE job_type = :job_type AND context_fingerprint = :fingerprint
                   AND status = 'success' AND scale_out = scale.n AND excluded_reason IS NULL))
     FROM scale WHERE scale.n IS NOT NULL
     """
 ).columns(sa.column("newest", sa.Integer))
+
+_CONTEXT_SCALE_OUT_LIST = sa.text(_CONTEXT_SCALE_OUTS + "SELECT n FROM scale WHERE n IS NOT NULL").columns(
+    sa.column("n", sa.Integer)
+)
 
 
 class RunRepository:
@@ -221,6 +230,8 @@ class RunRepository:
         The selection runs in the database (``ix_runs_context`` covers it); only the chosen
         rows come back.
         """
+        if job_type is not None and fingerprint is not None:
+            return self._context_window(job_type, fingerprint, per_scale_out, limit)
         rank = (
             sa.func.row_number()
             .over(
@@ -245,6 +256,35 @@ class RunRepository:
         ).subquery()
         stmt = sa.select(Run).join(chosen, Run.id == chosen.c.id).order_by(Run.id)
         return list(self.session.scalars(stmt))
+
+    def _context_window(self, job_type: str, fingerprint: str, per_scale_out: int, limit: int) -> list[Run]:
+        """:meth:`recent_training_runs` of one context (the launch path's fine-tuning): its
+        scale-outs, then the newest runs of each, a seek each; where ranking every run of the
+        context would read all of them."""
+        scale_outs = list(
+            self.session.execute(
+                _CONTEXT_SCALE_OUT_LIST, {"job_type": job_type, "fingerprint": fingerprint}
+            ).scalars()
+        )
+        if not scale_outs:
+            return []
+        newest = [
+            sa.select(Run.id)
+            .where(
+                Run.job_type == job_type,
+                Run.context_fingerprint == fingerprint,
+                Run.status == "success",
+                Run.scale_out == n,
+                Run.excluded_reason.is_(None),
+            )
+            .order_by(Run.id.desc())
+            .limit(per_scale_out)
+            .subquery()
+            .select()
+            for n in scale_outs
+        ]
+        ids = sorted(self.session.scalars(sa.union_all(*newest)), reverse=True)[:limit]
+        return list(self.session.scalars(sa.select(Run).where(Run.id.in_(ids)).order_by(Run.id)))
 
     def runs_since(self, after_id: int, *, job_type: str | None = None) -> list[Run]:
         """Every run (any status) recorded after row ``after_id``, oldest first."""
@@ -300,9 +340,7 @@ class RunRepository:
         The contexts are walked through ``ix_runs_context`` one fingerprint at a time (a
         recursive "skip scan": a seek per context), so the cost grows with the job type's
         contexts, not with its runs."""
-        return property_kinds(
-            self.session.execute(_CONTEXTS_OF_JOB_TYPE, {"job_type": job_type}).scalars()
-        )
+        return property_kinds(self.session.execute(_CONTEXTS_OF_JOB_TYPE, {"job_type": job_type}).scalars())
 
     def newest_training_id(self, job_type: str, fingerprint: str) -> int | None:
         """The newest run of one context that training and fine-tuning read (successful, not
