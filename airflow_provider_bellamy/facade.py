@@ -882,11 +882,7 @@ class Bellamy:
                     "no runs of this context yet: general model, not fine-tuned",
                 )
             tuned = models.active(general.job_type, scope="context", fingerprint=req.fingerprint)
-            if (
-                tuned is not None
-                and tuned.parent_id == general.id
-                and tuned.newest_run_id == newest
-            ):
+            if tuned is not None and tuned.parent_id == general.id and tuned.newest_run_id == newest:
                 try:
                     return _Resolved(
                         self._model_for(tuned, models),
@@ -898,12 +894,9 @@ class Bellamy:
                 except ModelFileError:
                     pass  # only a cache: fine-tune again below
             ctx_runs = _context_window(runs, req)
-            count, _ = runs.training_summary(req.job_type, req.fingerprint)
-        return self._finetune(req, general, base, ctx_runs, count)
+        return self._finetune(req, general, base, ctx_runs)
 
-    def _finetune(
-        self, req: _Request, general: ModelVersion, base: Any, ctx_runs: list[Run], count: int
-    ) -> _Resolved:
+    def _finetune(self, req: _Request, general: ModelVersion, base: Any, ctx_runs: list[Run]) -> _Resolved:
         frame = _runs_frame(ctx_runs)
         tuned_model = base.finetune(frame)
         weights = tuned_model.to_bytes()
@@ -916,8 +909,9 @@ class Bellamy:
                 context_fingerprint=req.fingerprint,
                 parent_id=general.id,
                 weights=weights,
-                # all of the context's runs, not only those read
-                train_rows=count,
+                # the runs it was fine-tuned on (the window): counting all of the context's
+                # would read every one of them on the launch path
+                train_rows=len(ctx_runs),
                 newest_run_id=ctx_runs[-1].id,
                 metrics={"scale_outs": sorted({r.scale_out for r in ctx_runs}), "context": req.context},
                 status="active",

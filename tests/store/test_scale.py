@@ -124,7 +124,7 @@ def test_fine_tuning_reads_a_window_and_its_copy_stays_current(
         assert s is not None
         fp = context_fingerprint("grep", normalize_context(CONTEXTS[0]))
         tuned = ModelRepository(s).active("grep", scope="context", fingerprint=fp)
-        assert tuned is not None and tuned.train_rows == 16
+        assert tuned is not None and tuned.train_rows == 3  # fine-tuned on 3 of the 16
     second = bellamy.size("grep", CONTEXTS[0], [2, 4, 6, 8], 200.0)
     assert read == [3] and second.model_version == first.model_version  # the stored copy, reused
 
