@@ -6,15 +6,12 @@ steps (a progress handler); PostgreSQL the rows its plans read (``EXPLAIN ANALYZ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from airflow_provider_bellamy import facade as facade_module
+from airflow_provider_bellamy.benchmarks.scale import StoreWork, store_work
 from airflow_provider_bellamy.facade import Bellamy
 from airflow_provider_bellamy.model import TrainingConfig
 from airflow_provider_bellamy.records import context_fingerprint, normalize_context
@@ -25,7 +22,6 @@ from .conftest import add_decision
 TINY = TrainingConfig(members=2, max_epochs=40, min_epochs=10, patience=10, hidden=8)
 MEASURED = {"machine_type": "m5.xlarge", "data_size_mb": 1000.0}
 SCALE_OUTS = [2, 4, 6, 8]
-STEP = 10  # SQLite calls the progress handler every STEP virtual-machine instructions
 # What a cached size() and a recorded run may issue (SELECT/INSERT/UPDATE/DELETE/WITH): the
 # property kinds' check, the general model, the context's newest run, its copy, the decision;
 # the kinds' check, the insert, linking the decision (two keyed updates).
@@ -60,43 +56,6 @@ def _runs(contexts: int, repeats: int) -> list[dict[str, Any]]:
     ]
 
 
-@dataclass
-class Work:
-    statements: list[tuple[str, Any]] = field(default_factory=list)
-    vm_steps: int = 0
-
-
-@contextmanager
-def _work(store: Store) -> Iterator[Work]:
-    """The statements issued meanwhile, and (SQLite) the virtual-machine steps they took."""
-    work = Work()
-
-    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-        if statement.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")):
-            work.statements.append((statement, parameters))
-
-    def step() -> int:
-        work.vm_steps += STEP
-        return 0
-
-    def checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
-        if store.dialect == "sqlite":
-            dbapi_conn.set_progress_handler(step, STEP)
-
-    def checkin(dbapi_conn: Any, record: Any) -> None:
-        if store.dialect == "sqlite":
-            dbapi_conn.set_progress_handler(None, 0)
-
-    listeners = [("before_cursor_execute", capture), ("checkout", checkout), ("checkin", checkin)]
-    for name, fn in listeners:
-        event.listen(store.engine, name, fn)
-    try:
-        yield work
-    finally:
-        for name, fn in listeners:
-            event.remove(store.engine, name, fn)
-
-
 def _rows_read(store: Store, statements: list[tuple[str, Any]]) -> int:
     """PostgreSQL: the rows the plans of ``statements`` read from ``runs`` and ``decisions`` (every
     scan node's actual rows times its loops, EXPLAIN ANALYZE in a transaction rolled back)."""
@@ -121,7 +80,7 @@ def _rows_read(store: Store, statements: list[tuple[str, Any]]) -> int:
     return total
 
 
-def _cost(store: Store, work: Work) -> int:
+def _cost(store: Store, work: StoreWork) -> int:
     return work.vm_steps if store.dialect == "sqlite" else _rows_read(store, work.statements)
 
 
@@ -135,14 +94,14 @@ def _analyze(store: Store) -> None:
             conn.commit()
 
 
-def _launch(bellamy: Bellamy, store: Store, tag: str) -> tuple[Work, Work, str]:
+def _launch(bellamy: Bellamy, store: Store, tag: str) -> tuple[StoreWork, StoreWork, str]:
     """A cached size() of the measured context, then recording its run: what each cost."""
     _analyze(store)
     first = bellamy.size("grep", MEASURED, SCALE_OUTS, 200.0)  # its copy is current after this
-    with _work(store) as sized:
+    with store_work(store) as sized:
         decision = bellamy.size("grep", MEASURED, SCALE_OUTS, 200.0)
     assert decision.model_version == first.model_version and "ctx-" in (decision.model_version or "")
-    with _work(store) as recorded:
+    with store_work(store) as recorded:
         bellamy.record_run(
             job_type="grep", framework="spark", scale_out=4, runtime_s=110.0, context=MEASURED,
             dag_id="d", task_id="t", run_id=tag, decision_id=decision.decision_id,
@@ -150,7 +109,7 @@ def _launch(bellamy: Bellamy, store: Store, tag: str) -> tuple[Work, Work, str]:
     return sized, recorded, decision.model_version or ""
 
 
-def _costs(store: Store, *works: Work) -> list[int]:
+def _costs(store: Store, *works: StoreWork) -> list[int]:
     return [_cost(store, w) for w in works]
 
 
