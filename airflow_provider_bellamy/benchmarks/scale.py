@@ -409,6 +409,24 @@ def _train(url: str, budget: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _record_try(
+    facade: Any, synthetic: Synthetic, ctx: _Context, decision: Any, i: int, try_number: int
+) -> None:
+    """Record the run sample ``i``'s decision led to (``try_number``: a retried try of it)."""
+    facade.record_run(
+        job_type=TRAINED_JOB,
+        framework="spark",
+        scale_out=decision.chosen_scale_out,
+        runtime_s=float(np.exp(ctx.log_curve[decision.chosen_scale_out - SCALE_OUTS[0]])),
+        context=ctx.properties,
+        dag_id="bench_scale",
+        task_id=f"task_{i}",
+        run_id=f"bench__{synthetic.generated}_{i}",
+        try_number=try_number,
+        decision_id=decision.decision_id,
+    )
+
+
 def measure(
     facade: Any,
     synthetic: Synthetic,
@@ -444,31 +462,10 @@ def measure(
             decision = facade.size(TRAINED_JOB, ctx.properties, SCALE_OUTS, 600.0, framework="spark")
         cached_work.append(work)  # the copy is current: a cached launch (untimed, counted)
         t0 = time.perf_counter()
-        facade.record_run(
-            job_type=TRAINED_JOB,
-            framework="spark",
-            scale_out=decision.chosen_scale_out,
-            runtime_s=float(np.exp(ctx.log_curve[decision.chosen_scale_out - SCALE_OUTS[0]])),
-            context=ctx.properties,
-            dag_id="bench_scale",
-            task_id=f"task_{i}",
-            run_id=f"bench__{synthetic.generated}_{i}",
-            decision_id=decision.decision_id,
-        )
+        _record_try(facade, synthetic, ctx, decision, i, 1)
         record.append(time.perf_counter() - t0)
-        with store_work(facade.store) as work:  # the same again (another try), counted
-            facade.record_run(
-                job_type=TRAINED_JOB,
-                framework="spark",
-                scale_out=decision.chosen_scale_out,
-                runtime_s=float(np.exp(ctx.log_curve[decision.chosen_scale_out - SCALE_OUTS[0]])),
-                context=ctx.properties,
-                dag_id="bench_scale",
-                task_id=f"task_{i}",
-                run_id=f"bench__{synthetic.generated}_{i}",
-                try_number=2,
-                decision_id=decision.decision_id,
-            )
+        with store_work(facade.store) as work:  # the same again (a retried try), counted
+            _record_try(facade, synthetic, ctx, decision, i, 2)
         record_work.append(work)
         clear_model_cache()  # the context has a new run and nothing is loaded: read, fine-tune, store
         t0 = time.perf_counter()
