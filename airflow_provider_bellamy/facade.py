@@ -831,8 +831,8 @@ class Bellamy:
         with self.store.read("finding a fallback model") as session:
             assert session is not None
             runs = RunRepository(session)
-            count, newest = runs.training_summary(req.job_type, req.fingerprint)
-            fallback = self._fallback(req, runs, count, newest, why=why)
+            newest = runs.newest_training_id(req.job_type, req.fingerprint)
+            fallback = self._fallback(req, runs, newest, why=why)
         return self._finite_band(req, fallback)
 
     def _band(self, req: _Request, resolved: _Resolved) -> Prediction:
@@ -872,11 +872,13 @@ class Bellamy:
             known = general is not None or runs.has_job_type(req.job_type)
             if general is None and known:
                 general = models.active(ALL_JOB_TYPES)
-            count, newest = runs.training_summary(req.job_type, req.fingerprint)
+            # Not the context's count of runs: that reads every run of it, on every launch. Runs
+            # are only ever added, so the newest one tells whether the fine-tuned copy is current.
+            newest = runs.newest_training_id(req.job_type, req.fingerprint)
             if general is None:
                 if not known:
                     raise UnknownJobTypeError(req.job_type, runs.job_types())
-                return self._fallback(req, runs, count, newest)
+                return self._fallback(req, runs, newest)
             try:
                 base = self._model_for(general, models)
             except ModelFileError as exc:
@@ -885,16 +887,16 @@ class Bellamy:
                 # say why in the stored decision.
                 detail = str(exc).splitlines()[0][:200]
                 why = f"active model {general.label} cannot be read ({detail})"
-                return self._fallback(req, runs, count, newest, why=why)
+                return self._fallback(req, runs, newest, why=why)
             if general.job_type == ALL_JOB_TYPES:
                 unreadable = base.cannot_read(_model_context(req))
-                if unreadable is None and count == 0 and req.job_type not in base.job_types:
+                if unreadable is None and newest is None and req.job_type not in base.job_types:
                     # a job type it never saw, read from its name and properties alone: a guess
                     unreadable = "never saw this job type run, and this context has no runs yet"
                 if unreadable is not None:
                     why = f"no model of job type {req.job_type!r}, and {general.label} {unreadable}"
-                    return self._fallback(req, runs, count, newest, why=why)
-            if count == 0:
+                    return self._fallback(req, runs, newest, why=why)
+            if newest is None:
                 return _Resolved(
                     base,
                     general.id,
@@ -903,12 +905,7 @@ class Bellamy:
                     "no runs of this context yet: general model, not fine-tuned",
                 )
             tuned = models.active(general.job_type, scope="context", fingerprint=req.fingerprint)
-            if (
-                tuned is not None
-                and tuned.parent_id == general.id
-                and tuned.train_rows == count
-                and tuned.newest_run_id == newest
-            ):
+            if tuned is not None and tuned.parent_id == general.id and tuned.newest_run_id == newest:
                 try:
                     return _Resolved(
                         self._model_for(tuned, models),
@@ -920,11 +917,9 @@ class Bellamy:
                 except ModelFileError:
                     pass  # only a cache: fine-tune again below
             ctx_runs = _context_window(runs, req)
-        return self._finetune(req, general, base, ctx_runs, count)
+        return self._finetune(req, general, base, ctx_runs)
 
-    def _finetune(
-        self, req: _Request, general: ModelVersion, base: Any, ctx_runs: list[Run], count: int
-    ) -> _Resolved:
+    def _finetune(self, req: _Request, general: ModelVersion, base: Any, ctx_runs: list[Run]) -> _Resolved:
         frame = _runs_frame(ctx_runs)
         tuned_model = base.finetune(frame)
         weights = tuned_model.to_bytes()
@@ -937,8 +932,9 @@ class Bellamy:
                 context_fingerprint=req.fingerprint,
                 parent_id=general.id,
                 weights=weights,
-                # all of the context's runs (the cache check compares it), not only those read
-                train_rows=count,
+                # the runs it was fine-tuned on (the window): counting all of the context's
+                # would read every one of them on the launch path
+                train_rows=len(ctx_runs),
                 newest_run_id=ctx_runs[-1].id,
                 metrics={"scale_outs": sorted({r.scale_out for r in ctx_runs}), "context": req.context},
                 status="active",
@@ -954,13 +950,13 @@ class Bellamy:
         return _Resolved(tuned_model, mv.id, f"{mv.label} (from {general.label})", "bellamy", None)
 
     def _fallback(
-        self, req: _Request, runs: RunRepository, count: int, newest: int | None, *, why: str | None = None
+        self, req: _Request, runs: RunRepository, newest: int | None, *, why: str | None = None
     ) -> _Resolved:
         why = why or f"no trained model for job type {req.job_type!r}"
-        key = ("ernest", self._store_key, req.job_type, req.fingerprint, count, newest)
+        key = ("ernest", self._store_key, req.job_type, req.fingerprint, newest)
         fitted = _cache_get(key)
         if fitted is None:
-            ctx_runs = _context_window(runs, req) if count else []
+            ctx_runs = _context_window(runs, req) if newest is not None else []
             distinct = sorted({r.scale_out for r in ctx_runs})
             model = None
             if len(distinct) >= 2:

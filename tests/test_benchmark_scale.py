@@ -29,6 +29,7 @@ from airflow_provider_bellamy.store import Decision, Run
         (["--runs", "10000", "--contexts", "5000"], "--contexts"),
         (["--samples", "0"], "--samples"),
         (["--train-budget", "-1"], "--train-budget"),
+        (["--train-at", "last"], "--train-at"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(

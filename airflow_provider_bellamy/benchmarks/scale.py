@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +302,59 @@ def fill(store: Any, synthetic: Synthetic, n: int, progress: Callable[[str], Non
 
 # ------------------------------------------------------------------------------ measurements
 
+VM_STEP = 10  # SQLite calls the progress handler every VM_STEP virtual-machine instructions
+TRAIN_AT = ("each", "ends")
+
+
+@dataclass
+class StoreWork:
+    """What the store was asked meanwhile: the statements (SELECT, INSERT, UPDATE, DELETE, WITH)
+    and, on SQLite, the virtual-machine instructions they took (to ``VM_STEP``): counts that do
+    not depend on the machine's load, unlike the timings."""
+
+    statements: list[tuple[str, Any]] = field(default_factory=list)
+    vm_steps: int = 0
+
+
+@contextmanager
+def store_work(store: Any) -> Iterator[StoreWork]:
+    from sqlalchemy import event
+
+    work = StoreWork()
+    sqlite = store.dialect == "sqlite"
+
+    def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")):
+            work.statements.append((statement, parameters))
+
+    def step() -> int:
+        work.vm_steps += VM_STEP
+        return 0
+
+    def checkout(dbapi_conn: Any, record: Any, proxy: Any) -> None:
+        if sqlite:
+            dbapi_conn.set_progress_handler(step, VM_STEP)
+
+    def checkin(dbapi_conn: Any, record: Any) -> None:
+        if sqlite:
+            dbapi_conn.set_progress_handler(None, 0)
+
+    listeners = [("before_cursor_execute", capture), ("checkout", checkout), ("checkin", checkin)]
+    for name, fn in listeners:
+        event.listen(store.engine, name, fn)
+    try:
+        yield work
+    finally:
+        for name, fn in listeners:
+            event.remove(store.engine, name, fn)
+
+
+def _work_summary(works: list[StoreWork], sqlite: bool) -> dict[str, Any]:
+    return {
+        "statements": max(len(w.statements) for w in works),
+        "vm_steps_p50": float(np.median([w.vm_steps for w in works])) if sqlite else None,
+    }
+
 
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1000.0, q))
@@ -356,14 +409,42 @@ def _train(url: str, budget: float) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _record_try(
+    facade: Any, synthetic: Synthetic, ctx: _Context, decision: Any, i: int, try_number: int
+) -> None:
+    """Record the run sample ``i``'s decision led to (``try_number``: a retried try of it)."""
+    facade.record_run(
+        job_type=TRAINED_JOB,
+        framework="spark",
+        scale_out=decision.chosen_scale_out,
+        runtime_s=float(np.exp(ctx.log_curve[decision.chosen_scale_out - SCALE_OUTS[0]])),
+        context=ctx.properties,
+        dag_id="bench_scale",
+        task_id=f"task_{i}",
+        run_id=f"bench__{synthetic.generated}_{i}",
+        try_number=try_number,
+        decision_id=decision.decision_id,
+    )
+
+
 def measure(
-    facade: Any, synthetic: Synthetic, *, samples: int, budget: float, progress: Callable[[str], None]
+    facade: Any,
+    synthetic: Synthetic,
+    *,
+    samples: int,
+    budget: float,
+    progress: Callable[[str], None],
+    train: bool = True,
 ) -> dict[str, Any]:
     from airflow_provider_bellamy.facade import clear_model_cache
 
     url = facade.store.url.render_as_string(hide_password=False)
-    progress(f"  training {TRAINED_JOB} in a fresh process (budget {budget:.0f} s)")
-    train = _train(url, budget)
+    trained_report: dict[str, Any] | None = None
+    if train:
+        progress(f"  training {TRAINED_JOB} in a fresh process (budget {budget:.0f} s)")
+        trained_report = _train(url, budget)
+    else:
+        progress(f"  not training: the {TRAINED_JOB} model trained at a smaller level stays active")
     clear_model_cache()
     trained = [c for c in synthetic.contexts if c.job_type == TRAINED_JOB][:samples]
     # each measured context gets its fine-tuned copy first, as its earlier launches would have
@@ -372,22 +453,20 @@ def measure(
         facade.size(TRAINED_JOB, ctx.properties, SCALE_OUTS, 600.0, framework="spark")
     warm_s = time.perf_counter() - warm
     record, uncached, cached = [], [], []
+    sqlite = facade.store.dialect == "sqlite"
+    record_work: list[StoreWork] = []
+    cached_work: list[StoreWork] = []
     for i in range(samples):
         ctx = trained[i % len(trained)]
-        decision = facade.size(TRAINED_JOB, ctx.properties, SCALE_OUTS, 600.0, framework="spark")
+        with store_work(facade.store) as work:
+            decision = facade.size(TRAINED_JOB, ctx.properties, SCALE_OUTS, 600.0, framework="spark")
+        cached_work.append(work)  # the copy is current: a cached launch (untimed, counted)
         t0 = time.perf_counter()
-        facade.record_run(
-            job_type=TRAINED_JOB,
-            framework="spark",
-            scale_out=decision.chosen_scale_out,
-            runtime_s=float(np.exp(ctx.log_curve[decision.chosen_scale_out - SCALE_OUTS[0]])),
-            context=ctx.properties,
-            dag_id="bench_scale",
-            task_id=f"task_{i}",
-            run_id=f"bench__{synthetic.generated}_{i}",
-            decision_id=decision.decision_id,
-        )
+        _record_try(facade, synthetic, ctx, decision, i, 1)
         record.append(time.perf_counter() - t0)
+        with store_work(facade.store) as work:  # the same again (a retried try), counted
+            _record_try(facade, synthetic, ctx, decision, i, 2)
+        record_work.append(work)
         clear_model_cache()  # the context has a new run and nothing is loaded: read, fine-tune, store
         t0 = time.perf_counter()
         first = facade.size(TRAINED_JOB, ctx.properties, SCALE_OUTS, 600.0, framework="spark")
@@ -413,7 +492,9 @@ def measure(
         "record_run": _summary_ms(record),
         "list_decisions_50": _summary_ms(decisions),
         "list_runs_50": _summary_ms(runs),
-        "train": train,
+        "train": trained_report,
+        "size_cached_work": _work_summary(cached_work, sqlite),
+        "record_run_work": _work_summary(record_work, sqlite),
         "warm_contexts": len(trained),
         "warm_s": round(warm_s, 2),
         "database_mb": round(database_bytes(facade.store) / 2**20, 1),
@@ -455,6 +536,7 @@ def run_scale(
     force: bool = False,
     samples: Any = SAMPLES,
     train_budget_s: float | None = None,
+    train_at: str = "each",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     from airflow_provider_bellamy.facade import DEFAULT_TRAIN_BUDGET_S
@@ -466,6 +548,8 @@ def run_scale(
     budget = DEFAULT_TRAIN_BUDGET_S if train_budget_s is None else float(train_budget_s)
     if not math.isfinite(budget) or budget <= 0:
         raise InvalidInputError("--train-budget", train_budget_s, "must be a number of seconds > 0")
+    if train_at not in TRAIN_AT:
+        raise InvalidInputError("--train-at", train_at, f"must be one of {list(TRAIN_AT)}")
     synthetic = Synthetic(n_contexts, total)
     say("caching the bytecode training imports")
     warm_bytecode()
@@ -477,17 +561,22 @@ def run_scale(
         "contexts": n_contexts,
         "samples": n_samples,
         "train_budget_s": budget,
+        "train_at": train_at,
         "trained_job_type": TRAINED_JOB,
         "levels": [],
     }
     with _store_for(store_url, force) as (facade, temporary):
         report["store"] = "temporary SQLite" if temporary else facade.store.display_url
         report["dialect"] = facade.store.dialect
-        for level in levels_for(total):
+        levels = levels_for(total)
+        for level in levels:
             say(f"filling to {level:,} runs")
             fill_s = fill(facade.store, synthetic, level - synthetic.generated, say)
             say(f"measuring at {level:,} runs")
-            result = measure(facade, synthetic, samples=n_samples, budget=budget, progress=say)
+            # "ends": the first level trains (size() needs a model) and the last (training at the
+            # largest store); the levels between keep the first one's model, to save their time
+            train = train_at == "each" or level in (levels[0], levels[-1])
+            result = measure(facade, synthetic, samples=n_samples, budget=budget, progress=say, train=train)
             result.update(level=level, stored_runs=facade.count_runs(), fill_s=round(fill_s, 1))
             report["levels"].append(result)
     report["growth"] = growth(report["levels"])
@@ -546,10 +635,14 @@ def render_scale(report: dict[str, Any]) -> None:
         ("record one run", "record_run", lambda lv: ms(lv["record_run"]), "≤ 20 ms"),
         ("list last 50 decisions", "list_decisions_50", lambda lv: ms(lv["list_decisions_50"]), ""),
         ("list last 50 runs", "list_runs_50", lambda lv: ms(lv["list_runs_50"]), ""),
-        ("train() (its own report)", "", lambda lv: f"{lv['train']['train_s']:.1f} s", f"≤ {report['train_budget_s']:.0f} s"),
-        ("train() process wall, imports included", "", lambda lv: f"{lv['train']['wall_s']:.1f} s", ""),
-        ("train() peak memory (process max RSS)", "", lambda lv: f"{lv['train']['maxrss_mb']:,.0f} MB", "< 2 GB"),
-        ("train() runs stored / read", "", lambda lv: f"{lv['train']['data_rows']:,} / {lv['train']['window_rows']:,}", ""),
+        ("statements per cached size()", "", lambda lv: str(lv["size_cached_work"]["statements"]), ""),
+        ("statements per recorded run", "", lambda lv: str(lv["record_run_work"]["statements"]), ""),
+        ("SQLite VM steps per cached size()", "", lambda lv: _steps(lv["size_cached_work"]), ""),
+        ("SQLite VM steps per recorded run", "", lambda lv: _steps(lv["record_run_work"]), ""),
+        ("train() (its own report)", "", lambda lv: _train_cell(lv, lambda t: f"{t['train_s']:.1f} s"), f"≤ {report['train_budget_s']:.0f} s"),
+        ("train() process wall, imports included", "", lambda lv: _train_cell(lv, lambda t: f"{t['wall_s']:.1f} s"), ""),
+        ("train() peak memory (process max RSS)", "", lambda lv: _train_cell(lv, lambda t: f"{t['maxrss_mb']:,.0f} MB"), "< 2 GB"),
+        ("train() runs stored / read", "", lambda lv: _train_cell(lv, lambda t: f"{t['data_rows']:,} / {t['window_rows']:,}"), ""),
         ("database size", "", lambda lv: f"{lv['database_mb']:,.1f} MB", ""),
         ("fill time (this decade)", "", lambda lv: f"{lv['fill_s']:.0f} s", ""),
     ]  # fmt: skip
@@ -563,3 +656,11 @@ def render_scale(report: dict[str, Any]) -> None:
     console.print(table)
     failed = [k for k, ok in report["verdicts"].items() if not ok]
     console.print("targets: all met" if not failed else f"targets MISSED: {', '.join(failed)}")
+
+
+def _steps(work: dict[str, Any]) -> str:
+    return "—" if work["vm_steps_p50"] is None else f"{work['vm_steps_p50']:,.0f}"
+
+
+def _train_cell(level: dict[str, Any], cell: Callable[[dict[str, Any]], str]) -> str:
+    return "not trained" if level["train"] is None else cell(level["train"])

@@ -65,6 +65,12 @@ def register(subparsers: Any) -> None:
     sca.add_argument(
         "--train-budget", type=float, default=None, help="seconds for train() (default: train()'s default)"
     )
+    sca.add_argument(
+        "--train-at",
+        default="each",
+        help="each: train() at every level; ends: at the first and the last only (the levels between "
+        "keep the first's model; saves their training time)",
+    )
     sca.add_argument("--json", dest="json_path", default=None, help="write the results as JSON here")
     sca.set_defaults(func=_scale)
 
@@ -190,6 +196,7 @@ def _scale(args: argparse.Namespace) -> int:
         force=args.force,
         samples=args.samples,
         train_budget_s=args.train_budget,
+        train_at=args.train_at,
         progress=_progress(),
     )
     render_scale(report)

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import property_kinds
-from airflow_provider_bellamy.store.schema import Decision, ModelVersion, Run, utcnow
+from airflow_provider_bellamy.store.schema import RUN_STATUSES, Decision, ModelVersion, Run, utcnow
 
 TRY_KEY: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
 _RUN_COLUMNS = frozenset(c.key for c in Run.__table__.columns) - {"id"}
@@ -30,6 +30,52 @@ def _insert(session: Session, table: Any) -> Any:
     if name == "sqlite":
         return sqlite.insert(table)
     return sa.insert(table)
+
+
+# A recursive walk over the distinct values of an index column ("skip scan"): each step seeks
+# the next value, so the statements below cost a seek per context or scale-out, not a read of
+# every run. Plain SQL that SQLite and PostgreSQL both run.
+_CONTEXTS_OF_JOB_TYPE = sa.text(
+    """
+    WITH RECURSIVE fps(fp) AS (
+        SELECT min(context_fingerprint) FROM runs WHERE job_type = :job_type
+        UNION ALL
+        SELECT (SELECT min(context_fingerprint) FROM runs
+                WHERE job_type = :job_type AND context_fingerprint > fps.fp)
+        FROM fps WHERE fps.fp IS NOT NULL
+    )
+    SELECT (SELECT context FROM runs
+            WHERE job_type = :job_type AND context_fingerprint = fps.fp LIMIT 1) AS context
+    FROM fps WHERE fps.fp IS NOT NULL
+    """
+).columns(context=sa.JSON)
+
+# The scale-outs one context ran at (successful runs), a seek each.
+_CONTEXT_SCALE_OUTS = """
+    WITH RECURSIVE scale(n) AS (
+        SELECT min(scale_out) FROM runs
+        WHERE job_type = :job_type AND context_fingerprint = :fingerprint AND status = 'success'
+        UNION ALL
+        SELECT (SELECT min(scale_out) FROM runs
+                WHERE job_type = :job_type AND context_fingerprint = :fingerprint
+                  AND status = 'success' AND scale_out > scale.n)
+        FROM scale WHERE scale.n IS NOT NULL
+    )
+"""
+
+_NEWEST_TRAINING_RUN = sa.text(
+    _CONTEXT_SCALE_OUTS
+    + """
+    SELECT max((SELECT max(id) FROM runs
+                WHERE job_type = :job_type AND context_fingerprint = :fingerprint
+                  AND status = 'success' AND scale_out = scale.n AND excluded_reason IS NULL))
+    FROM scale WHERE scale.n IS NOT NULL
+    """
+).columns(sa.column("newest", sa.Integer))
+
+_CONTEXT_SCALE_OUT_LIST = sa.text(_CONTEXT_SCALE_OUTS + "SELECT n FROM scale WHERE n IS NOT NULL").columns(
+    sa.column("n", sa.Integer)
+)
 
 
 class RunRepository:
@@ -184,6 +230,8 @@ class RunRepository:
         The selection runs in the database (``ix_runs_context`` covers it); only the chosen
         rows come back.
         """
+        if job_type is not None and fingerprint is not None:
+            return self._context_window(job_type, fingerprint, per_scale_out, limit)
         rank = (
             sa.func.row_number()
             .over(
@@ -208,6 +256,35 @@ class RunRepository:
         ).subquery()
         stmt = sa.select(Run).join(chosen, Run.id == chosen.c.id).order_by(Run.id)
         return list(self.session.scalars(stmt))
+
+    def _context_window(self, job_type: str, fingerprint: str, per_scale_out: int, limit: int) -> list[Run]:
+        """:meth:`recent_training_runs` of one context (the launch path's fine-tuning): its
+        scale-outs, then the newest runs of each, a seek each; where ranking every run of the
+        context would read all of them."""
+        scale_outs = list(
+            self.session.execute(
+                _CONTEXT_SCALE_OUT_LIST, {"job_type": job_type, "fingerprint": fingerprint}
+            ).scalars()
+        )
+        if not scale_outs:
+            return []
+        newest = [
+            sa.select(Run.id)
+            .where(
+                Run.job_type == job_type,
+                Run.context_fingerprint == fingerprint,
+                Run.status == "success",
+                Run.scale_out == n,
+                Run.excluded_reason.is_(None),
+            )
+            .order_by(Run.id.desc())
+            .limit(per_scale_out)
+            .subquery()
+            .select()
+            for n in scale_outs
+        ]
+        ids = sorted(self.session.scalars(sa.union_all(*newest)), reverse=True)[:limit]
+        return list(self.session.scalars(sa.select(Run).where(Run.id.in_(ids)).order_by(Run.id)))
 
     def runs_since(self, after_id: int, *, job_type: str | None = None) -> list[Run]:
         """Every run (any status) recorded after row ``after_id``, oldest first."""
@@ -242,16 +319,39 @@ class RunRepository:
                 )
 
     def newest_id(self, job_type: str) -> int | None:
-        """The newest run row of a job type (any status)."""
-        return self.session.execute(sa.select(sa.func.max(Run.id)).where(Run.job_type == job_type)).scalar()
+        """The newest run row of a job type (any status).
+
+        One max per status (the CHECK constraint names them all): ``ix_runs_training`` (job type,
+        status, id) answers each with one index seek, where a max over the job type alone reads
+        every index entry of the job type's history."""
+        per_status = [
+            sa.select(sa.func.max(Run.id))
+            .where(Run.job_type == job_type, Run.status == status)
+            .scalar_subquery()
+            for status in RUN_STATUSES
+        ]
+        found = [v for v in self.session.execute(sa.select(*per_status)).one() if v is not None]
+        return max(found) if found else None
 
     def property_kinds(self, job_type: str) -> dict[str, str]:
         """What a job type's stored runs hold for each property: number, text or mixed (one
-        context row each: every run of a context has the same properties)."""
-        first = (
-            sa.select(sa.func.min(Run.id)).where(Run.job_type == job_type).group_by(Run.context_fingerprint)
-        )
-        return property_kinds(self.session.scalars(sa.select(Run.context).where(Run.id.in_(first))))
+        context row each: every run of a context has the same properties).
+
+        The contexts are walked through ``ix_runs_context`` one fingerprint at a time (a
+        recursive "skip scan": a seek per context), so the cost grows with the job type's
+        contexts, not with its runs."""
+        return property_kinds(self.session.execute(_CONTEXTS_OF_JOB_TYPE, {"job_type": job_type}).scalars())
+
+    def newest_training_id(self, job_type: str, fingerprint: str) -> int | None:
+        """The newest run of one context that training and fine-tuning read (successful, not
+        excluded): what tells whether the context's fine-tuned copy is current.
+
+        A seek per scale-out the context ran at, through ``ix_runs_context`` (job type, context,
+        status, scale-out, id): a max over the context alone would read every run of it, and
+        the launch path asks on every call."""
+        return self.session.execute(
+            _NEWEST_TRAINING_RUN, {"job_type": job_type, "fingerprint": fingerprint}
+        ).scalar()
 
     def job_types(self, *, successful_only: bool = False) -> list[str]:
         stmt = sa.select(Run.job_type).distinct()
@@ -626,12 +726,34 @@ class DecisionRepository:
         return len(ids)
 
     def try_link(self, decision_id: int, run_row_id: int) -> bool:
-        """Link when both rows exist and agree on the job type; False (nothing changed) otherwise."""
-        decision = self.get(decision_id)
-        run = self.session.get(Run, run_row_id)
-        if decision is None or run is None or decision.job_type != run.job_type:
+        """Link when both rows exist and agree on the job type; False (nothing changed) otherwise.
+
+        What :meth:`link` does, as two keyed UPDATEs (recording a run calls this on the launch
+        path: loading the decision would parse its candidates for nothing). The newest try wins:
+        a link to a newer run that still exists is kept."""
+        linked = Run.__table__.alias("linked")
+        result = self.session.execute(
+            sa.update(Decision)
+            .where(
+                Decision.id == decision_id,
+                Decision.job_type == sa.select(Run.job_type).where(Run.id == run_row_id).scalar_subquery(),
+                sa.or_(
+                    Decision.run_row_id.is_(None),
+                    Decision.run_row_id <= run_row_id,
+                    ~sa.exists().where(linked.c.id == Decision.run_row_id),
+                ),
+            )
+            .values(run_row_id=run_row_id)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:
             return False
-        self.link(decision_id, run_row_id)
+        self.session.execute(
+            sa.update(Run)
+            .where(Run.id == run_row_id, Run.decision_id.is_(None))
+            .values(decision_id=decision_id)
+            .execution_options(synchronize_session=False)
+        )
         return True
 
     def link(self, decision_id: int, run_row_id: int) -> Decision:

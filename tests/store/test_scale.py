@@ -124,7 +124,7 @@ def test_fine_tuning_reads_a_window_and_its_copy_stays_current(
         assert s is not None
         fp = context_fingerprint("grep", normalize_context(CONTEXTS[0]))
         tuned = ModelRepository(s).active("grep", scope="context", fingerprint=fp)
-        assert tuned is not None and tuned.train_rows == 16
+        assert tuned is not None and tuned.train_rows == 3  # fine-tuned on 3 of the 16
     second = bellamy.size("grep", CONTEXTS[0], [2, 4, 6, 8], 200.0)
     assert read == [3] and second.model_version == first.model_version  # the stored copy, reused
 
@@ -137,7 +137,7 @@ def _statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
     seen: list[tuple[str, Any]] = []
 
     def capture(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
-        if not many and statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE")):
+        if not many and statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE", "WITH")):
             seen.append((statement, parameters))
 
     event.listen(store.engine, "before_cursor_execute", capture)
@@ -192,6 +192,9 @@ def test_hot_queries_use_indexes(bellamy: Bellamy, store: Store) -> None:
         lambda s: RunRepository(s).training_summary("grep", fp),
         lambda s: RunRepository(s).recent_training_runs("grep", fingerprint=fp, per_scale_out=5, limit=50),
         lambda s: RunRepository(s).has_job_type("grep"),
+        lambda s: RunRepository(s).newest_id("grep"),
+        lambda s: RunRepository(s).newest_training_id("grep", fp),
+        lambda s: RunRepository(s).property_kinds("grep"),
         lambda s: ModelRepository(s).prune_context("grep", fp),
         # training's summary and window of a job type
         lambda s: RunRepository(s).training_summary("grep"),
