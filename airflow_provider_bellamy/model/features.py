@@ -203,6 +203,17 @@ class FeatureSchema:
         # one value in training: the network cannot have learned what another one does
         return span[0] < span[1] or float(value) == span[0]
 
+    def may_read_unknown(self, name: str) -> bool:
+        """Whether a context's value of ``name`` can ever be read as unknown (``is_known``): a
+        string property (a value never seen), a number that took a single value in training. A
+        number that varied is read by its value wherever it lies (its encoding extrapolates)."""
+        if name in ALWAYS_KNOWN or self.categories is None:
+            return False
+        if name in self.categories:
+            return True
+        span = (self.ranges or {}).get(name)
+        return span is None or span[0] == span[1]
+
     def unknown_properties(self, context: Mapping[str, str | float]) -> list[str]:
         """The properties ``context`` gives that the model reads as unknown (see ``is_known``)."""
         return sorted(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from airflow_provider_bellamy.model.features import ALWAYS_KNOWN, FeatureSchema, scale_out_basis
+from airflow_provider_bellamy.model.features import FeatureSchema, scale_out_basis
 from airflow_provider_bellamy.model.network import BellamyNet, log_runtime
 
 
@@ -35,9 +35,12 @@ class TrainingConfig:
     code: int = 6
     hidden: int = 48
     # Probability that pre-training hides one property of one context from one member in an
-    # epoch (every property but the job type, independently): the network learns what a context
-    # predicts without it, so a value it never saw (a machine type, an environment) or a property
-    # a context does not give is read as unknown rather than extrapolated (features.is_known).
+    # epoch (independently), among the properties a context's value may be read as unknown of
+    # (FeatureSchema.may_read_unknown: strings, numbers that took one value): the network learns
+    # what a context predicts without it, so a value it never saw (a machine type, an environment)
+    # is read as unknown rather than extrapolated (features.is_known). Numbers that varied (data
+    # size, memory) are always read by their value, and hiding them cost in-distribution accuracy
+    # (C3O sort, quick, 5 folds, k = 0: 8.8 % without dropout, 12.0 % hiding every property).
     property_dropout: float = 0.1
     time_budget_s: float | None = None
     device: str = "auto"
@@ -103,7 +106,7 @@ def encode_runs(
         scale_out=np.asarray(scale_outs),
         context_keys=list(uniq),
         droppable=torch.as_tensor(
-            [name not in ALWAYS_KNOWN for name in schema.properties], dtype=torch.bool, device=device
+            [schema.may_read_unknown(name) for name in schema.properties], dtype=torch.bool, device=device
         ),
     )
 

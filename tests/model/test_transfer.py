@@ -145,6 +145,28 @@ def test_the_schema_knows_the_values_it_was_trained_with() -> None:
     assert old.is_known("m", "anything") and not old.unknown_as_absent
 
 
+def test_property_dropout_hides_only_what_may_be_read_unknown() -> None:
+    """Pre-training hides what a context's value may be read as unknown of (a string, a number
+    that took one value), never a number that varied: that one is always read by its value, and
+    hiding it cost accuracy on contexts like the training data (C3O sort, k = 0: 8.8 % → 12.0 %)."""
+    import torch
+
+    from airflow_provider_bellamy.model.training import encode_runs
+
+    contexts = [
+        {"job_type": "grep", "m": "a", "cores": 8.0, "size": 1.0},
+        {"job_type": "grep", "m": "b", "cores": 8.0, "size": 10.0},
+    ]
+    schema = FeatureSchema.from_contexts(["grep", "grep"], contexts)
+    by_name = {p: schema.may_read_unknown(p) for p in schema.properties}
+    assert by_name == {"cores": True, "job_type": False, "m": True, "size": False}
+    data = encode_runs(
+        schema, contexts, ["a", "b"], np.array([2, 4]), np.array([10.0, 5.0]), torch.device("cpu")
+    )
+    assert data.droppable is not None
+    assert dict(zip(schema.properties, data.droppable.tolist(), strict=True)) == by_name
+
+
 @pytest.fixture(scope="module")
 def c3o_kmeans() -> pd.DataFrame:
     return with_context_ids(load_traces("c3o", "kmeans"))
