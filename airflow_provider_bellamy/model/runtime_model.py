@@ -1016,12 +1016,12 @@ def _extrapolation_calibration(
     everyone = np.arange(len(contexts))
     scales = []
     # Each held-out context as the model will read and fine-tune a context from elsewhere: a value
-    # its member never saw read as unknown (absent; schema.is_known), and fine-tuned with the
-    # prior of a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the
-    # member would read a machine type it never trained on by its name's n-grams, which the model
-    # never does, and the tables would measure another model (wider: C3O sort's held-out machine
-    # type). Held-out contexts are disjoint across folds, so one mask serves every member.
-    mask = runs_np.mask.copy()
+    # its member never saw read as unknown (FeatureSchema.encode), and fine-tuned with the prior of
+    # a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the member
+    # would read a machine type it never trained on by its name's n-grams, which the model never
+    # does, and the tables would measure another model. Held-out contexts are disjoint across
+    # folds, so one encoding serves every member.
+    vectors, mask = runs_np.vectors.copy(), runs_np.mask.copy()
     other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
@@ -1032,15 +1032,13 @@ def _extrapolation_calibration(
         if not schema.unknown_as_absent:
             continue
         member = FeatureSchema.from_contexts([str(c["job_type"]) for c in rest], rest)
-        member.unknown_as_absent = True
-        for i in fold:
-            unknown = member.unknown_properties(contexts[i])
-            for name in unknown:
-                if name in schema.properties:
-                    mask[i, schema.properties.index(name)] = 0.0
-            if unknown:
-                other_priors[i] = UNSEEN_VALUE_PRIOR
-    h_members = inference.log_weights(params, runs_np.vectors, mask)
+        view = replace(schema, categories=member.categories, ranges=member.ranges, required=member.required)
+        held = [contexts[i] for i in fold]
+        vectors[fold], mask[fold] = view.encode(held)
+        other_priors[fold] = [
+            UNSEEN_VALUE_PRIOR if view.unknown_properties(c) else OTHER_ENVIRONMENT_PRIOR for c in held
+        ]
+    h_members = inference.log_weights(params, vectors, mask)
     settings = {
         key: calibration[key]
         for key in ("prior_covariance", "likelihood_sd", "residual_correction")
