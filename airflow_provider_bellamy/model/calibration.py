@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from airflow_provider_bellamy.model.finetuning import (
+    OTHER_ENVIRONMENT_PRIOR,
     blend_log_runtime,
     empirical_prior_covariance,
     fit_context,
@@ -102,6 +103,7 @@ def calibrate(
     environments: list[str | None] | None = None,
     settings: Mapping[str, Any] | None = None,
     fold_scales: Sequence[np.ndarray] | None = None,
+    other_priors: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
@@ -125,6 +127,9 @@ def calibrate(
     ``fold_scales`` [per fold, one per context]: each out-of-fold context's residuals are divided
     by its scale (≥ 1) before they enter the tables (normalised conformal scores; a band
     multiplies the bounds back by its context's scale).
+    ``other_priors`` [C]: each context's prior probability of "another environment" in
+    fine-tuning (``finetuning.fit_delta_averaged``), as the model will fine-tune it (default: the
+    model's default for a context it knows).
     """
     h_oof: list[np.ndarray] = []
     ctx_ids: list[int] = []
@@ -143,6 +148,7 @@ def calibrate(
     h_all = np.concatenate(h_oof).astype(np.float64)
     run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
+    prior_of = OTHER_ENVIRONMENT_PRIOR if other_priors is None else np.asarray(other_priors)[ctx_ids]
 
     def residuals(
         k: int,
@@ -168,7 +174,9 @@ def calibrate(
             theta, share = np.zeros((len(h_all), 4)), np.zeros(len(h_all))
             if k:
                 b, yy, w, ns = _padded(picks, basis, log_y, scale_out)
-                fit = fit_context(h_all[:, None, :], b, ns, yy, w, noise_sd=lik_sd, learned_cov=cov)
+                fit = fit_context(
+                    h_all[:, None, :], b, ns, yy, w, noise_sd=lik_sd, learned_cov=cov, other_prior=prior_of
+                )
                 delta, theta, share = fit.delta[:, 0], fit.theta, fit.parametric_weight
             hh = h_all + delta
             for i, t in enumerate(tests):
@@ -406,6 +414,13 @@ def _tables(
     return (source.get("quantiles") or {}).get(key) or {}, (source.get("counts") or {}).get(key) or {}
 
 
+def gaussian_sd(metadata: Mapping[str, Any]) -> float:
+    """The log-space sd of the band where no table measured the error (a single training context,
+    too few contexts held out whole): run noise and twice the default prior width, wider than any
+    calibrated band on purpose."""
+    return math.hypot(float(metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
+
+
 def residual_quantiles(
     metadata: Mapping[str, Any],
     k: int,
@@ -419,9 +434,7 @@ def residual_quantiles(
     cal = metadata.get("calibration") or {}
     tables, counts = _tables(metadata, k, environment)
     if not tables:
-        # No out-of-fold data (a single context): a Gaussian band from run noise and
-        # the prior width, wider than any calibrated one on purpose.
-        sd = math.hypot(float(metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
+        sd = gaussian_sd(metadata)
         z = NormalDist().inv_cdf(confidence)
         return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
     bounds = {}
@@ -462,8 +475,12 @@ def max_confidence(metadata: Mapping[str, Any], k: int, environment: str | None 
 
 def table_scale(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
-    half the distance between its 16th and 84th percentiles (0 without a table)."""
-    table = _tables(metadata, k, environment)[0].get("others")
+    half the distance between its 16th and 84th percentiles; without any table, the sd of the
+    Gaussian band that answers then (``gaussian_sd``)."""
+    tables = _tables(metadata, k, environment)[0]
+    if not tables:
+        return gaussian_sd(metadata)
+    table = tables.get("others")
     if not table:
         return 0.0
     return float(np.interp(0.84, QUANTILE_GRID, table) - np.interp(0.16, QUANTILE_GRID, table)) / 2

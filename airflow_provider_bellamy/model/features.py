@@ -203,6 +203,34 @@ class FeatureSchema:
         # one value in training: the network cannot have learned what another one does
         return span[0] < span[1] or float(value) == span[0]
 
+    def constant(self, name: str) -> str | float | None:
+        """The one value property ``name`` took in training where every training context gave it
+        that value (None: it varied, or some contexts lacked it). The network cannot have learned
+        what another value, or its absence, does: a context with another value (or none) is read
+        as having it, the training contexts' answer (``encode``)."""
+        if self.categories is None or name in ALWAYS_KNOWN:
+            return None
+        strings = self.categories.get(name, [])
+        span = (self.ranges or {}).get(name)
+        given_by_all = any(name in props for props in self.required.values())
+        if not given_by_all:
+            return None
+        if len(strings) == 1 and span is None:
+            return strings[0]
+        if not strings and span is not None and span[0] == span[1]:
+            return span[0]
+        return None
+
+    def hidden_in_training(self, name: str) -> bool:
+        """Whether property dropout hides ``name`` in pre-training: a property whose values the
+        model may meet unknown and must then answer without (a string that took several values: a
+        machine type, an environment). A number that varied is read by its value wherever it lies
+        (its encoding extrapolates), a property with one value as that value (``constant``), and
+        one some training contexts lacked was seen absent already."""
+        if self.categories is None or name in ALWAYS_KNOWN or name not in self.categories:
+            return False
+        return self.constant(name) is None and any(name in props for props in self.required.values())
+
     def unknown_properties(self, context: Mapping[str, str | float]) -> list[str]:
         """The properties ``context`` gives that the model reads as unknown (see ``is_known``)."""
         return sorted(
@@ -244,7 +272,8 @@ class FeatureSchema:
 
     def encode(self, contexts: Sequence[Mapping[str, str | float]]) -> tuple[np.ndarray, np.ndarray]:
         """(vectors [B, P, D], presence mask [B, P]) for a batch of normalised contexts; a value the
-        model cannot read (``is_known``) is encoded as absent."""
+        model cannot read (``is_known``) is encoded as absent, or as the one value its property
+        took in training (``constant``; also where the context does not give it)."""
         b, p = len(contexts), len(self.properties)
         vectors = np.zeros((b, p, PROPERTY_DIM), dtype=np.float32)
         mask = np.zeros((b, p), dtype=np.float32)
@@ -253,7 +282,9 @@ class FeatureSchema:
             for j, name in enumerate(self.properties):
                 value = ctx.get(name)
                 if value is None or not self.is_known(name, value):
-                    continue
+                    value = self.constant(name) if self.unknown_as_absent else None
+                    if value is None:
+                        continue
                 if value not in cache:
                     cache[value] = encode_value(value)
                 vectors[i, j] = cache[value]

@@ -108,7 +108,7 @@ def fit_delta_averaged(
     *,
     noise_sd: float,
     learned_cov: np.ndarray,
-    other_prior: float = OTHER_ENVIRONMENT_PRIOR,
+    other_prior: float | np.ndarray = OTHER_ENVIRONMENT_PRIOR,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fine-tuning under two hypotheses, averaged by how well each explains the runs.
 
@@ -279,7 +279,7 @@ def fit_context(
     learned_cov: np.ndarray,
     check_above: float = 0.0,
     correction: tuple[float, float] | None = None,
-    other_prior: float = OTHER_ENVIRONMENT_PRIOR,
+    other_prior: float | np.ndarray = OTHER_ENVIRONMENT_PRIOR,
 ) -> ContextFit:
     """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
     log_y, weight [B,K] (0 = padding).
@@ -293,10 +293,12 @@ def fit_context(
     as the context's check of its band; with ``correction`` (amplitude, length) each left-out
     prediction is corrected as ``residual_correction`` corrects a prediction, from the residuals
     at the others, so the check measures the error of the curve that will be used.
-    ``other_prior``: the prior probability of "another environment" (``fit_delta_averaged``).
+    ``other_prior``: the prior probability of "another environment" (``fit_delta_averaged``),
+    one for all contexts or one per context [B].
     """
     h0 = np.asarray(h0, dtype=np.float64)
     b, m, f = h0.shape
+    other_prior = np.repeat(np.broadcast_to(np.asarray(other_prior, dtype=np.float64), (b,)), m)
 
     def tune(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         flat, other = fit_delta_averaged(

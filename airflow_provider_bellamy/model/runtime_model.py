@@ -348,6 +348,7 @@ class RuntimeModel:
         if held_out and "prior_covariance" in calibration:
             start = 1 + int(unseen)
             calibration[EXTRAPOLATION] = _extrapolation_calibration(
+                schema,
                 data,
                 runs_np,
                 ordered,
@@ -696,8 +697,8 @@ class RuntimeModel:
         """Lower and upper log offsets of the band from ``metadata``'s tables."""
         lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
         if tuned and self.check_count >= MIN_CHECKS:
-            # The tables give the error scale of a typical training context: the prior for this
-            # one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
+            # The tables give the error scale of a typical training context (the uncalibrated
+            # Gaussian's sd where no table answers): the prior for this one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
             # with PRIOR_CHECKS pseudo-residuals): wider for a context unlike the training data,
             # tighter for one its runs show to be predictable.
             prior = table_scale(metadata, k - 1, environment)
@@ -978,6 +979,7 @@ def _unseen_job_calibration(
 
 
 def _extrapolation_calibration(
+    schema: FeatureSchema,
     data: EncodedRuns,
     runs_np: _RunsArrays,
     contexts: Sequence[Mapping[str, str | float]],
@@ -1011,14 +1013,32 @@ def _extrapolation_calibration(
         data, folds, seed=seed, config=replace(cfg, members=len(folds)), deadline=train_deadline
     )
     params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
-    h_members = inference.log_weights(params, runs_np.vectors, runs_np.mask)
     everyone = np.arange(len(contexts))
     scales = []
+    # Each held-out context as the model will read and fine-tune a context from elsewhere: a value
+    # its member never saw read as unknown (FeatureSchema.encode), and fine-tuned with the prior of
+    # a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the member
+    # would read a machine type it never trained on by its name's n-grams, which the model never
+    # does, and the tables would measure another model. Held-out contexts are disjoint across
+    # folds, so one encoding serves every member.
+    vectors, mask = runs_np.vectors.copy(), runs_np.mask.copy()
+    other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
     for fold in folds:
-        domain = training_domain([contexts[i] for i in np.setdiff1d(everyone, fold)])
+        rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
+        domain = training_domain(rest)
         decades = [signals(domain, contexts[i]).decades for i in fold]
         # (a sign the member never saw has no distance: its residual enters unscaled)
         scales.append(np.array([1.0 + d if math.isfinite(d) else 1.0 for d in decades]))
+        if not schema.unknown_as_absent:
+            continue
+        member = FeatureSchema.from_contexts([str(c["job_type"]) for c in rest], rest)
+        view = replace(schema, categories=member.categories, ranges=member.ranges, required=member.required)
+        held = [contexts[i] for i in fold]
+        vectors[fold], mask[fold] = view.encode(held)
+        other_priors[fold] = [
+            UNSEEN_VALUE_PRIOR if view.unknown_properties(c) else OTHER_ENVIRONMENT_PRIOR for c in held
+        ]
+    h_members = inference.log_weights(params, vectors, mask)
     settings = {
         key: calibration[key]
         for key in ("prior_covariance", "likelihood_sd", "residual_correction")
@@ -1044,6 +1064,7 @@ def _extrapolation_calibration(
             # a new machine type inside every trained range is as far off as the held-out ones
             # were: only numeric extrapolation grows with its distance
             fold_scales=scales if kind == "numeric" else None,
+            other_priors=other_priors,
         )
     return out
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from airflow_provider_bellamy.model.features import ALWAYS_KNOWN, FeatureSchema, scale_out_basis
+from airflow_provider_bellamy.model.features import FeatureSchema, scale_out_basis
 from airflow_provider_bellamy.model.network import BellamyNet, log_runtime
 
 
@@ -35,9 +35,13 @@ class TrainingConfig:
     code: int = 6
     hidden: int = 48
     # Probability that pre-training hides one property of one context from one member in an
-    # epoch (every property but the job type, independently): the network learns what a context
-    # predicts without it, so a value it never saw (a machine type, an environment) or a property
-    # a context does not give is read as unknown rather than extrapolated (features.is_known).
+    # epoch (independently), among the properties whose values the model may meet unknown and
+    # must answer without (FeatureSchema.hidden_in_training: strings that took several values):
+    # the network learns what a context predicts without it, so a value it never saw (a machine
+    # type, an environment) is read as unknown rather than extrapolated (features.is_known).
+    # Numbers that varied are always read by their value, a property with one value as that
+    # value; hiding every property cost in-distribution accuracy (C3O sort, quick, 5 folds,
+    # k = 0: 8.8 % without dropout, 12.0 % hiding every property).
     property_dropout: float = 0.1
     time_budget_s: float | None = None
     device: str = "auto"
@@ -103,7 +107,7 @@ def encode_runs(
         scale_out=np.asarray(scale_outs),
         context_keys=list(uniq),
         droppable=torch.as_tensor(
-            [name not in ALWAYS_KNOWN for name in schema.properties], dtype=torch.bool, device=device
+            [schema.hidden_in_training(name) for name in schema.properties], dtype=torch.bool, device=device
         ),
     )
 

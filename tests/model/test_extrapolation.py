@@ -168,3 +168,39 @@ def test_confidence_the_tables_cannot_resolve_is_capped(sort: SortCase) -> None:
     assert 0.9 < asked[1].confidence < 0.999999
     # the capped band is the band at the cap
     np.testing.assert_array_equal(model.band(ctx, [4, 8], asked[1].confidence).upper, asked[1].upper)
+
+
+def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
+    """grep with m4.2xlarge held out pre-trains on one context per other machine type: nothing to
+    hold out whole, so the band is the uncalibrated Gaussian. A context tuned on runs at several
+    scale-outs that its curve predicts well gets it narrowed by its own leave-one-scale-out check
+    (the prior the Gaussian, two pseudo-residuals), as the calibrated tables do."""
+    from statistics import NormalDist
+
+    from airflow_provider_bellamy.model.calibration import gaussian_sd
+
+    runs = load_traces("c3o", "grep")
+    held = runs["machine_type"] == "m4.2xlarge"
+    model = RuntimeModel.pretrain(runs[~held], seed=0, config=FAST)
+    ctx_runs = runs[held & (runs["data_size_mb"] == runs[held]["data_size_mb"].max())]
+    ctx_runs = ctx_runs[ctx_runs["lines"] == ctx_runs["lines"].iloc[0]]
+    ctx_runs = ctx_runs[ctx_runs["p_occurrence"] == ctx_runs["p_occurrence"].iloc[0]]
+    ctx = ctx_runs.iloc[0].to_dict()
+    untuned = model.band(ctx, [8, 10], 0.9)
+    assert untuned.calibrated_for.startswith("uncalibrated")
+    z = NormalDist().inv_cdf(0.9)
+    sd = gaussian_sd(model.metadata)
+    # the widest of the Gaussian and the model's own tables (two contexts, one held out by each member)
+    assert np.all(np.log(untuned.upper / untuned.mean) >= z * sd - 1e-9)
+    picked = ctx_runs.drop_duplicates("scale_out")
+    tuned = model.finetune(picked[picked["scale_out"].isin([4, 6, 8, 10, 12])])
+    assert tuned.check_count >= 2
+    band = tuned.band(ctx, [8, 10], 0.9)
+    assert band.calibrated_for.startswith("uncalibrated")
+    m, r = tuned.check_count, tuned.check_rms
+    assert r < sd  # its curve predicts its own left-out scale-outs better than the prior says
+    expected = z * sd * math.sqrt((2 * sd**2 + m * r**2) / ((2 + m) * sd**2))
+    half = np.log(band.upper / band.mean)
+    # narrower than the Gaussian alone (which, before, never narrowed), never than its posterior
+    assert np.all(half < z * sd)
+    assert np.all(half >= expected - 1e-9)
