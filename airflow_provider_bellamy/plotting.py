@@ -122,7 +122,7 @@ def plot_decisions(
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             # below the panel: inside it would cover the bands
-            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.17))
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.28))
     fig.suptitle(title)
     fig.tight_layout()
     out = Path(path)
