@@ -411,7 +411,12 @@ def _tables(
     how many residuals each holds."""
     source = _calibration(metadata, environment)
     key = str(min(k, MAX_K))
-    return (source.get("quantiles") or {}).get(key) or {}, (source.get("counts") or {}).get(key) or {}
+    tables = (source.get("quantiles") or {}).get(key) or {}
+    if not any(tables.values()):
+        # no residual measured this k (the calibration contexts ran at too few scale-outs to hold
+        # k + 1 out): no table, the Gaussian band answers
+        return {}, {}
+    return tables, (source.get("counts") or {}).get(key) or {}
 
 
 def gaussian_sd(metadata: Mapping[str, Any]) -> float:

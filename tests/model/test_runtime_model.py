@@ -514,3 +514,23 @@ def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables
     np.testing.assert_allclose(
         np.log(hi_older / older.predict({**ctx, "environment": "onprem"}, ns)), pooled, rtol=1e-9
     )
+
+
+def test_a_k_no_calibration_context_could_measure_gets_the_gaussian_band(grep_runs: pd.DataFrame) -> None:
+    """Contexts that ran at four scale-outs leave no residual for k >= 4 (k + 1 must be held out):
+    a context fine-tuned on more runs than that got an empty table and ``np.interp`` failed
+    (``fp and xp are not of the same length``) on every size()."""
+    from airflow_provider_bellamy.model.calibration import gaussian_sd, max_confidence
+
+    ids = sorted(grep_runs["context_id"].unique())[:3]
+    runs = grep_runs[grep_runs["context_id"].isin(ids)]
+    runs = runs[runs["scale_out"].isin(sorted(runs["scale_out"].unique())[:4])]
+    tiny = TrainingConfig(members=2, max_epochs=40, min_epochs=10, patience=10, hidden=8)
+    model = RuntimeModel.pretrain(runs.drop(columns=["context_id"]), seed=0, config=tiny)
+    context = runs[runs["context_id"] == ids[0]]
+    tuned = model.finetune(context.drop(columns=["context_id"]).groupby("scale_out").head(2))
+    properties = context.iloc[0].drop(["context_id", "runtime_s", "scale_out"]).to_dict()
+    mean, lower, upper = tuned.predict_band(properties, [2, 4, 8], 0.9)
+    assert np.all(np.isfinite(upper)) and np.all(lower <= mean) and np.all(mean <= upper)
+    assert max_confidence(model.metadata, 4) == 1.0  # no table caps it: the Gaussian answers
+    assert gaussian_sd(model.metadata) > 0
