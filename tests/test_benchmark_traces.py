@@ -173,9 +173,9 @@ def _describe(data: object, seed: int, task: HeldOutTask, *, salt: int) -> tuple
 
 
 def test_workers_get_every_task_once_and_results_come_back_in_task_order(traces: Path) -> None:
-    runs = {"dataset": "c3o", "traces": str(traces), "protocol": None}
-    one = map_held_out_tasks(_describe, runs, 2, salt=7)
-    two = map_held_out_tasks(_describe, runs, 2, workers=2, salt=7)
+    runs = {"dataset": "c3o", "traces": traces, "protocol": None}
+    one = map_held_out_tasks(_describe, 2, **runs, salt=7)
+    two = map_held_out_tasks(_describe, 2, **runs, workers=2, salt=7)
     assert two == one
     # seed by seed, each seed's folds of sort (grep is skipped: one context)
     assert [(s, a, f) for s, a, f, *_ in one] == [(s, "sort", f) for s in (0, 1) for f in range(3)]

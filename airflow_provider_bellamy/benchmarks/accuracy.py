@@ -75,17 +75,18 @@ def run_accuracy(
     pretrain_s: list[float] = []
     finetune_s: list[float] = []
     predict_s: list[float] = []
-    runs = {"dataset": dataset, "traces": None if traces is None else str(traces), "protocol": protocol}
     for result in map_held_out_tasks(
         _evaluate_task,
-        runs,
         seeds,
+        dataset=dataset,
+        traces=traces,
+        protocol=protocol,
         workers=workers,
         progress=progress,
         quick=quick,
         confidence=confidence,
         models=models,
-        model_cache=None if model_cache is None else str(model_cache),
+        model_cache=model_cache,
     ):
         for model, by_k in result.errors.items():
             for k, values in by_k.items():
@@ -127,7 +128,7 @@ def _evaluate_task(
     quick: bool,
     confidence: float,
     models: tuple[str, ...],
-    model_cache: str | None,
+    model_cache: str | Path | None,
 ) -> _TaskResult:
     t0 = time.perf_counter()
     general = pretrain(task, seed, quick, model_cache)

@@ -262,18 +262,22 @@ def validate_workers(workers: Any) -> int:
 
 def map_held_out_tasks(
     work: Callable[..., T],
-    runs: dict[str, Any],
     seeds: int,
     *,
+    dataset: str,
+    traces: str | Path | None,
+    protocol: str | None,
     workers: int = 1,
     progress: Callable[[str], None] | None = None,
     **kwargs: Any,
 ) -> list[T]:
-    """``work(data, seed, task, **kwargs)`` for every held-out task of seeds 0..seeds-1, in that
-    order. ``runs``: ``benchmark_runs``'s arguments. With ``workers`` > 1 the tasks run in as many
-    fresh processes, each on its share of the cores: every task is seeded by itself, so the results
-    and their order are the sequential ones (``work`` must be a module-level function)."""
+    """``work(data, seed, task, **kwargs)`` for every held-out task of seeds 0..seeds-1 of the runs
+    ``benchmark_runs(dataset, traces=…, protocol=…)`` splits, in that order. With ``workers`` > 1 the
+    tasks run in as many fresh processes, each on its share of the cores: every task is seeded by
+    itself, so the results and their order are the sequential ones (``work`` must be a module-level
+    function)."""
     workers = validate_workers(workers)
+    runs = {"dataset": dataset, "traces": None if traces is None else str(traces), "protocol": protocol}
     data = _runs_of(**runs)
     order = [(seed, i, task) for seed in range(seeds) for i, task in enumerate(held_out_tasks(data, seed))]
     if workers == 1:

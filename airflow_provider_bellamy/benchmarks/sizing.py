@@ -131,18 +131,19 @@ def run_sizing(
     data = benchmark_runs(dataset, traces=traces, protocol=protocol)
     tally = _Tally(POLICIES if data.dimension is None else TRANSFER_POLICIES)
     started = time.perf_counter()
-    runs = {"dataset": dataset, "traces": None if traces is None else str(traces), "protocol": protocol}
     for part in map_held_out_tasks(
         _replay_task,
-        runs,
         seeds,
+        dataset=dataset,
+        traces=traces,
+        protocol=protocol,
         workers=workers,
         progress=progress,
         quick=quick,
         confidence=confidence,
         min_draws=min_draws,
         policies=tally.policies,
-        model_cache=None if model_cache is None else str(model_cache),
+        model_cache=model_cache,
     ):
         tally.extend(part)
     seconds = time.perf_counter() - started
@@ -158,7 +159,7 @@ def _replay_task(
     confidence: float,
     min_draws: int,
     policies: tuple[str, ...],
-    model_cache: str | None,
+    model_cache: str | Path | None,
 ) -> _Tally:
     """One held-out task's decisions, every draw and k, in their own tally."""
     tally = _Tally(policies)
