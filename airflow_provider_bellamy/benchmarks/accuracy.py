@@ -26,7 +26,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
     NearestCurves,
-    benchmark_runs,
+    cached_benchmark_runs,
     draw_points,
     ernest_predict,
     map_held_out_tasks,
@@ -65,7 +65,7 @@ def run_accuracy(
     a folder pre-trained models are kept in and read back from (``common.pretrain``)."""
     confidence = validate_confidence(confidence)
     validate_workers(workers)
-    data = benchmark_runs(dataset, traces=traces, protocol=protocol)
+    data = cached_benchmark_runs(dataset, traces, protocol)
     models = MODELS if data.dimension is None else TRANSFER_MODELS
     # errors[model][algorithm][k] → list of per-run relative errors
     errors: dict[str, dict[str, dict[int, list[float]]]] = {

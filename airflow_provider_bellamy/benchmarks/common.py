@@ -278,7 +278,7 @@ def map_held_out_tasks(
     function)."""
     workers = validate_workers(workers)
     runs = {"dataset": dataset, "traces": None if traces is None else str(traces), "protocol": protocol}
-    data = _runs_of(**runs)
+    data = cached_benchmark_runs(**runs)
     order = [(seed, i, task) for seed in range(seeds) for i, task in enumerate(held_out_tasks(data, seed))]
     if workers == 1:
         results = []
@@ -304,8 +304,14 @@ def map_held_out_tasks(
     return [done[n] for n in range(len(order))]
 
 
+def cached_benchmark_runs(dataset: str, traces: str | Path | None, protocol: str | None) -> BenchmarkRuns:
+    """``benchmark_runs``, read once per process for the same arguments: a benchmark checks them
+    before it starts and its tasks (in this process or a worker) split the same runs."""
+    return _runs_of(dataset, None if traces is None else str(traces), protocol)
+
+
 @functools.lru_cache(maxsize=4)
-def _runs_of(dataset: str, traces: str | Path | None, protocol: str | None) -> BenchmarkRuns:
+def _runs_of(dataset: str, traces: str | None, protocol: str | None) -> BenchmarkRuns:
     return benchmark_runs(dataset, traces=traces, protocol=protocol)
 
 

@@ -30,7 +30,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
     NearestCurves,
-    benchmark_runs,
+    cached_benchmark_runs,
     draw_points,
     map_held_out_tasks,
     pretrain,
@@ -128,7 +128,7 @@ def run_sizing(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidInputError(name, value, "must be a whole number >= 1")
     validate_workers(workers)
-    data = benchmark_runs(dataset, traces=traces, protocol=protocol)
+    data = cached_benchmark_runs(dataset, traces, protocol)
     tally = _Tally(POLICIES if data.dimension is None else TRANSFER_POLICIES)
     started = time.perf_counter()
     for part in map_held_out_tasks(
