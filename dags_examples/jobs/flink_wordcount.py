@@ -17,6 +17,7 @@ import argparse
 import itertools
 import os
 import random
+import shutil
 import sys
 import tempfile
 
@@ -33,7 +34,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--words-per-line", type=int, default=12)
     parser.add_argument("--files", type=int, default=8, help="input files (splits the source reads)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--input-dir", default=None, help="where to write the corpus (default: a temp dir)")
+    parser.add_argument(
+        "--input-dir",
+        default=None,
+        help="where to write the corpus (default: one shared directory per corpus under the temp dir)",
+    )
     parser.add_argument("--output", required=True, help="directory the word counts are written to")
     args = parser.parse_args(argv)
     for name in ("lines", "words_per_line", "files"):
@@ -60,13 +65,38 @@ def generate_corpus(directory: str, lines: int, words_per_line: int, files: int,
     return written
 
 
+def shared_corpus(lines: int, words_per_line: int, files: int, seed: int) -> tuple[str, int]:
+    """The corpus for these arguments in one directory under the temp dir, written once.
+
+    Under ``--detached`` this client exits before the cluster reads its input, so it cannot
+    delete what it wrote; a fresh directory per run would leave one corpus (tens of MB) behind
+    for every run of a daily job. The corpus is deterministic, so runs with the same arguments
+    share one. It is written to a private directory and renamed into place, so a job that is
+    reading it never sees a half-written file.
+    """
+    name = f"flink-wordcount-corpus-{lines}x{words_per_line}-{files}f-s{seed}"
+    target = os.path.join(tempfile.gettempdir(), name)
+    if not os.path.isdir(target):
+        staging = tempfile.mkdtemp(prefix=f".{name}-")
+        generate_corpus(staging, lines, words_per_line, files, seed)
+        try:
+            os.rename(staging, target)
+        except OSError:  # another run put the same corpus in place first
+            shutil.rmtree(staging, ignore_errors=True)
+    size = sum(entry.stat().st_size for entry in os.scandir(target))
+    return target, size
+
+
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    input_dir = args.input_dir or tempfile.mkdtemp(prefix="flink-wordcount-input-")
-    size = generate_corpus(input_dir, args.lines, args.words_per_line, args.files, args.seed)
-    print(f"generated {args.lines} lines ({size / 1e6:.1f} MB) in {input_dir}", flush=True)
+    if args.input_dir:
+        input_dir = args.input_dir
+        size = generate_corpus(input_dir, args.lines, args.words_per_line, args.files, args.seed)
+    else:
+        input_dir, size = shared_corpus(args.lines, args.words_per_line, args.files, args.seed)
+    print(f"corpus of {args.lines} lines ({size / 1e6:.1f} MB) in {input_dir}", flush=True)
 
     env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
     conf = env.get_config()
