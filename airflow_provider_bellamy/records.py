@@ -90,14 +90,19 @@ def validate_scale_out(value: Any, *, field: str = "scale_out", where: str | Non
 
 def validate_runtime(value: Any, *, field: str = "runtime_s", where: str | None = None) -> float:
     """A finite float > 0."""
+    return _seconds(value, field, where, positive=True)
+
+
+def _seconds(value: Any, field: str, where: str | None, *, positive: bool) -> float:
+    bound = "> 0" if positive else ">= 0"
     if isinstance(value, bool):
-        raise InvalidInputError(field, value, "must be a number of seconds > 0", where=where)
+        raise InvalidInputError(field, value, f"must be a number of seconds {bound}", where=where)
     try:
         as_float = float(value)
     except (TypeError, ValueError):
-        raise InvalidInputError(field, value, "must be a number of seconds > 0", where=where) from None
-    if not math.isfinite(as_float) or as_float <= 0:
-        raise InvalidInputError(field, value, "must be a finite number of seconds > 0", where=where)
+        raise InvalidInputError(field, value, f"must be a number of seconds {bound}", where=where) from None
+    if not math.isfinite(as_float) or as_float < 0 or (positive and as_float == 0):
+        raise InvalidInputError(field, value, f"must be a finite number of seconds {bound}", where=where)
     return as_float
 
 
@@ -488,17 +493,7 @@ def optional_label(value: Any, field: str, where: str | None) -> str | None:
 
 def optional_seconds(value: Any, field: str, where: str | None) -> float | None:
     """A finite number of seconds >= 0, or None when absent."""
-    if is_missing(value):
-        return None
-    if isinstance(value, bool):
-        raise InvalidInputError(field, value, "must be a number of seconds >= 0", where=where)
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(field, value, "must be a number of seconds >= 0", where=where) from None
-    if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidInputError(field, value, "must be a finite number of seconds >= 0", where=where)
-    return seconds
+    return None if is_missing(value) else _seconds(value, field, where, positive=False)
 
 
 def validate_timestamp(value: Any, field: str, where: str | None) -> dt.datetime | None:
