@@ -28,6 +28,8 @@ from airflow_provider_bellamy.records import (
     validate_label,
     validate_scale_out,
 )
+
+# the names size(), predict() and _request() below use
 from airflow_provider_bellamy.records import validate_job_type as _job_type
 from airflow_provider_bellamy.records import validate_provenance as _provenance
 from airflow_provider_bellamy.resolution import Request as _Request
