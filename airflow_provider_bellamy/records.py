@@ -8,9 +8,10 @@ the Airflow layers use it while parsing DAG files.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
@@ -68,29 +69,40 @@ def successful_runs(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def validate_scale_out(value: Any, *, field: str = "scale_out", where: str | None = None) -> int:
-    """An integer >= 1; floats that are whole numbers are accepted (CSV readers make them)."""
+def validate_int(value: Any, field: str, *, minimum: int = 1, where: str | None = None) -> int:
+    """An integer >= ``minimum``; floats that are whole numbers are accepted (CSV readers make them)."""
+    problem = f"must be an integer >= {minimum}"
     if isinstance(value, bool):
-        raise InvalidInputError(field, value, "must be an integer >= 1", where=where)
+        raise InvalidInputError(field, value, problem, where=where)
     try:
         as_float = float(value)
     except (TypeError, ValueError):
-        raise InvalidInputError(field, value, "must be an integer >= 1", where=where) from None
-    if math.isnan(as_float) or as_float != int(as_float) or as_float < 1:
-        raise InvalidInputError(field, value, "must be an integer >= 1", where=where)
+        raise InvalidInputError(field, value, problem, where=where) from None
+    if math.isnan(as_float) or as_float != int(as_float) or as_float < minimum:
+        raise InvalidInputError(field, value, problem, where=where)
     return int(as_float)
+
+
+def validate_scale_out(value: Any, *, field: str = "scale_out", where: str | None = None) -> int:
+    """An integer >= 1."""
+    return validate_int(value, field, where=where)
 
 
 def validate_runtime(value: Any, *, field: str = "runtime_s", where: str | None = None) -> float:
     """A finite float > 0."""
+    return _seconds(value, field, where, positive=True)
+
+
+def _seconds(value: Any, field: str, where: str | None, *, positive: bool) -> float:
+    bound = "> 0" if positive else ">= 0"
     if isinstance(value, bool):
-        raise InvalidInputError(field, value, "must be a number of seconds > 0", where=where)
+        raise InvalidInputError(field, value, f"must be a number of seconds {bound}", where=where)
     try:
         as_float = float(value)
     except (TypeError, ValueError):
-        raise InvalidInputError(field, value, "must be a number of seconds > 0", where=where) from None
-    if not math.isfinite(as_float) or as_float <= 0:
-        raise InvalidInputError(field, value, "must be a finite number of seconds > 0", where=where)
+        raise InvalidInputError(field, value, f"must be a number of seconds {bound}", where=where) from None
+    if not math.isfinite(as_float) or as_float < 0 or (positive and as_float == 0):
+        raise InvalidInputError(field, value, f"must be a finite number of seconds {bound}", where=where)
     return as_float
 
 
@@ -435,3 +447,266 @@ def check_complete_properties(
                     "under another context), or leave the column out",
                     where=loc,
                 )
+
+
+# ---------------------------------------------------------------- runs on their way into the store
+
+# The job type of the one model pre-trained on every job type's runs (``Bellamy.train("all")``):
+# it sizes a job type that has runs but no model of its own yet (a new pipeline), reading the job
+# type as one property among the others. Reserved: no run may carry it.
+ALL_JOB_TYPES = "all"
+PROVENANCE_KEYS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
+_RUN_FIELDS = frozenset(REQUIRED_COLUMNS) | frozenset(PROVENANCE_COLUMNS)
+
+
+def is_dataframe(value: Any) -> bool:
+    # Avoid importing pandas just to answer "no" for a list of dicts.
+    return type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas")
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN, or pandas' NaT/NA: how records and frames say "not given"."""
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return type(value).__name__ in ("NaTType", "NAType")
+
+
+def validate_job_type(value: Any, where: str | None = None) -> str:
+    """A job type a run or a request may name: a label, not the reserved ``ALL_JOB_TYPES``."""
+    job = validate_label(value, "job_type", where=where)
+    if job == ALL_JOB_TYPES:
+        raise InvalidInputError(
+            "job_type", job, "is reserved: it names the model of every job type", where=where
+        )
+    return job
+
+
+def optional_label(value: Any, field: str, where: str | None) -> str | None:
+    if is_missing(value):
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    return validate_label(value, field, where=where)
+
+
+def optional_seconds(value: Any, field: str, where: str | None) -> float | None:
+    """A finite number of seconds >= 0, or None when absent."""
+    return None if is_missing(value) else _seconds(value, field, where, positive=False)
+
+
+def validate_timestamp(value: Any, field: str, where: str | None) -> dt.datetime | None:
+    """A timezone-aware datetime (naive times are taken as UTC), or None when absent."""
+    if is_missing(value):
+        return None
+    if isinstance(value, dt.datetime):
+        stamp = value
+    elif isinstance(value, str):
+        try:
+            stamp = dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidInputError(field, value, "must be an ISO 8601 timestamp", where=where) from None
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        stamp = dt.datetime.fromtimestamp(float(value), tz=dt.timezone.utc)
+    else:
+        raise InvalidInputError(field, value, "must be a datetime or an ISO 8601 timestamp", where=where)
+    if hasattr(stamp, "to_pydatetime"):  # pandas Timestamp
+        stamp = stamp.to_pydatetime()
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.timezone.utc)
+    return stamp
+
+
+def validate_provenance(value: Any) -> dict[str, Any]:
+    """The Airflow try a decision was made for (``PROVENANCE_KEYS``); {} when not given."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(
+            "provenance", value, f"must be a mapping with keys among {list(PROVENANCE_KEYS)}"
+        )
+    unknown = sorted(set(value) - set(PROVENANCE_KEYS))
+    if unknown:
+        raise InvalidInputError("provenance", unknown, f"unknown key(s); allowed: {list(PROVENANCE_KEYS)}")
+    out: dict[str, Any] = {}
+    for key in ("dag_id", "task_id", "run_id"):
+        out[key] = optional_label(value.get(key), f"provenance.{key}", "provenance")
+    if not is_missing(value.get("map_index")):
+        out["map_index"] = validate_int(
+            value["map_index"], "provenance.map_index", minimum=-1, where="provenance"
+        )
+    if not is_missing(value.get("try_number")):
+        out["try_number"] = validate_int(
+            value["try_number"], "provenance.try_number", minimum=0, where="provenance"
+        )
+    return out
+
+
+def flatten_run(record: Any, where: str) -> dict[str, Any]:
+    """One run as flat fields: a context given as one mapping is merged into the run's fields."""
+    if not isinstance(record, Mapping):
+        raise InvalidInputError("run", record, "each run must be a mapping of field to value", where=where)
+    nested = record.get("context")
+    if nested is not None and not is_missing(nested):
+        # Context given as one mapping (record_run's style) rather than as flat columns.
+        if not isinstance(nested, Mapping):
+            raise InvalidInputError(
+                "context", nested, "must be a mapping of property name to value", where=where
+            )
+        clash = sorted(set(nested) & _RUN_FIELDS)
+        if clash:
+            raise InvalidInputError(
+                "context", clash, "these names are run fields, not context properties", where=where
+            )
+        record = {**{k: v for k, v in record.items() if k != "context"}, **nested}
+    elif "context" in record:
+        record = {k: v for k, v in record.items() if k != "context"}
+    return dict(record)
+
+
+def prepare_runs(
+    runs: Any, stored_kinds: Callable[[Iterable[str]], Mapping[str, Mapping[str, str]]]
+) -> list[dict[str, Any]]:
+    """Validate runs (a DataFrame or a list of mappings) into store rows, every row before any is
+    written. ``stored_kinds``: per job type, what its stored runs hold for each property
+    (conform_property); properties no stored run has yet take their kind from this batch."""
+    if is_dataframe(runs):
+        frame = validate_runs(runs, where="runs")
+        check_complete_properties(frame, where="runs")
+        # NaN is how a frame says "this run has no such property" (checked just above)
+        records = [
+            {k: v for k, v in rec.items() if not is_missing(v)} for rec in frame.to_dict(orient="records")
+        ]
+    elif isinstance(runs, Sequence) and not isinstance(runs, (str, bytes)):
+        records = list(runs)
+        if not records:
+            raise InvalidInputError("runs", "<empty>", "no runs given")
+    else:
+        raise InvalidInputError("runs", type(runs).__name__, "must be a pandas DataFrame or a list of dicts")
+    where = "runs row {}"
+    flat = [flatten_run(rec, where.format(i)) for i, rec in enumerate(records)]
+    by_job: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for i, rec in enumerate(flat):
+        job = validate_job_type(rec.get("job_type"), where=where.format(i))
+        props = {k: v for k, v in rec.items() if k not in _RUN_FIELDS}
+        by_job.setdefault(job, []).append((where.format(i), props))
+    stored = stored_kinds(by_job)
+    kinds = {}
+    for job, contexts in by_job.items():
+        new = [(w, {k: v for k, v in c.items() if k not in stored[job]}) for w, c in contexts]
+        kinds[job] = {**batch_kinds(new), **stored[job]}
+    return [prepare_run(rec, where.format(i), kinds) for i, rec in enumerate(flat)]
+
+
+def prepare_run(record: dict[str, Any], where: str, kinds: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """Validate one flat run (canonical fields, context, provenance) into store columns; ``kinds``:
+    per job type, the kind of each property (conform_property)."""
+    job_type = validate_job_type(record.get("job_type"), where=where)
+    framework = validate_label(record.get("framework"), "framework", where=where).lower()
+    scale_out = validate_scale_out(record.get("scale_out"), where=where)
+    runtime_s = validate_runtime(record.get("runtime_s"), where=where)
+    context = conform_context(record, kinds.get(job_type), where=where)
+    status = "success" if is_missing(record.get("status")) else record.get("status")
+    if status not in RUN_STATUSES:
+        raise InvalidInputError("status", status, f"must be one of {list(RUN_STATUSES)}", where=where)
+    dag_id = optional_label(record.get("dag_id"), "dag_id", where)
+    task_id = optional_label(record.get("task_id"), "task_id", where)
+    run_id = optional_label(record.get("run_id"), "run_id", where)
+    source = record.get("source")
+    if is_missing(source):
+        source = "observed" if dag_id is not None else "trace"
+    if source not in RUN_SOURCES:
+        raise InvalidInputError("source", source, f"must be one of {list(RUN_SOURCES)}", where=where)
+    row: dict[str, Any] = {
+        "job_type": job_type,
+        "framework": framework,
+        "scale_out": scale_out,
+        "runtime_s": runtime_s,
+        "context": context,
+        "context_fingerprint": context_fingerprint(job_type, context),
+        "status": status,
+        "source": source,
+        "dataset": optional_label(record.get("dataset"), "dataset", where),
+        "external_id": optional_label(record.get("external_id"), "external_id", where),
+        "started_at": validate_timestamp(record.get("started_at"), "started_at", where),
+        "ended_at": validate_timestamp(record.get("ended_at"), "ended_at", where),
+        "decision_id": None
+        if is_missing(record.get("decision_id"))
+        else validate_int(record.get("decision_id"), "decision_id"),
+        "queue_s": optional_seconds(record.get("queue_s"), "queue_s", where),
+        "requested_scale_out": None
+        if is_missing(record.get("requested_scale_out"))
+        else validate_scale_out(record.get("requested_scale_out"), field="requested_scale_out", where=where),
+        "excluded_reason": optional_label(record.get("excluded_reason"), "excluded_reason", where),
+    }
+    if row["started_at"] and row["ended_at"] and row["ended_at"] < row["started_at"]:
+        raise InvalidInputError("ended_at", record.get("ended_at"), "is before started_at", where=where)
+    if source == "observed":
+        for name, value in (("dag_id", dag_id), ("task_id", task_id), ("run_id", run_id)):
+            if value is None:
+                raise InvalidInputError(
+                    name,
+                    record.get(name),
+                    "an observed run needs its Airflow dag_id, task_id and run_id",
+                    where=where,
+                )
+        map_index = record.get("map_index")
+        try_number = record.get("try_number")
+        row.update(
+            dag_id=dag_id,
+            task_id=task_id,
+            run_id=run_id,
+            map_index=-1
+            if is_missing(map_index)
+            else validate_int(map_index, "map_index", minimum=-1, where=where),
+            try_number=1
+            if is_missing(try_number)
+            else validate_int(try_number, "try_number", minimum=0, where=where),
+        )
+    elif dag_id is not None:
+        # Trace rows carry no Airflow try; a stray dag_id would not make them unique anyway.
+        raise InvalidInputError(
+            "source", source, "a trace row has no dag_id; use source='observed'", where=where
+        )
+    return row
+
+
+def runs_frame(rows: Iterable[Any], *, provenance: bool = False) -> pd.DataFrame:
+    """Stored runs (``store.Run`` rows) as the canonical frame the model takes: context properties
+    as columns, plus ``id``; with ``provenance``, every stored field."""
+    import pandas as pd
+
+    records = []
+    for r in rows:
+        rec: dict[str, Any] = {
+            **r.context,
+            "id": r.id,
+            "job_type": r.job_type,
+            "framework": r.framework,
+            "scale_out": r.scale_out,
+            "runtime_s": r.runtime_s,
+        }
+        if provenance:
+            rec.update(
+                status=r.status,
+                source=r.source,
+                dataset=r.dataset,
+                dag_id=r.dag_id,
+                task_id=r.task_id,
+                run_id=r.run_id,
+                map_index=r.map_index,
+                try_number=r.try_number,
+                started_at=r.started_at,
+                ended_at=r.ended_at,
+                external_id=r.external_id,
+                decision_id=r.decision_id,
+                queue_s=r.queue_s,
+                requested_scale_out=r.requested_scale_out,
+                excluded_reason=r.excluded_reason,
+            )
+        records.append(rec)
+    columns = ["id", *REQUIRED_COLUMNS]
+    frame = pd.DataFrame.from_records(records) if records else pd.DataFrame(columns=columns)
+    first = [c for c in columns if c in frame.columns]
+    return frame[first + [c for c in frame.columns if c not in first]]

@@ -73,7 +73,8 @@ print(json.dumps({"wall_s": time.perf_counter() - t0, "train_s": r.seconds, "out
 
 _WARM_CHILD = """
 import torch
-from airflow_provider_bellamy.facade import Bellamy, _runs_frame
+from airflow_provider_bellamy.facade import Bellamy
+from airflow_provider_bellamy.records import runs_frame
 from airflow_provider_bellamy.model import training
 torch.optim.Adam([torch.zeros(1, requires_grad=True)])
 """
@@ -539,7 +540,7 @@ def run_scale(
     train_at: str = "each",
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    from airflow_provider_bellamy.facade import DEFAULT_TRAIN_BUDGET_S
+    from airflow_provider_bellamy.retraining import DEFAULT_TRAIN_BUDGET_S
 
     say = progress or (lambda _msg: None)
     total = validate_count(runs, "--runs", MIN_RUNS, MAX_RUNS)

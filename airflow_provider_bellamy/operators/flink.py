@@ -61,77 +61,6 @@ def deterministic_job_id(dag_id: str, task_id: str, run_id: str, map_index: int,
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
-def find_recorded_run(facade: Any, framework: str, external_id: str) -> int | None:
-    """The run row already stored for this cluster job (any try), if any.
-
-    ``record_run`` is idempotent per Airflow try; a job reattached by a later try must not
-    be stored a second time under the new try number.
-    """
-    import sqlalchemy as sa
-
-    from airflow_provider_bellamy.store.schema import Run
-
-    with facade.store.read("looking up a recorded job") as session:
-        if session is None:
-            return None
-        row = session.scalars(
-            sa.select(Run.id).where(Run.framework == framework, Run.external_id == external_id).limit(1)
-        ).first()
-        return int(row) if row is not None else None
-
-
-def record_job_run(
-    operator: Any,
-    context: Context,
-    status: JobStatus,
-    *,
-    facade: Any | None,
-    job_type: str,
-    framework: str,
-    scale_out: int,
-    properties: Mapping[str, Any],
-    decision_id: int | None,
-    source: str,
-    requested_scale_out: int | None = None,
-) -> int | None:
-    """Write one finished cluster job back (once), shared by the operator and the sensor.
-
-    The runtime is the time the job ran (``status.runtime_s``), the wait before it ``queue_s``;
-    ``scale_out`` is what it ran at, ``requested_scale_out`` what sizing asked for."""
-    from airflow_provider_bellamy.callbacks import write_back
-
-    if status.runtime_s is None:
-        operator.log.warning(
-            "Bellamy: %s job %s reports no duration; not recorded", status.kind, status.job_id
-        )
-        return None
-    if facade is None:
-        facade = operator._bellamy_store_hook().get_facade()
-    existing = find_recorded_run(facade, framework, status.job_id)
-    if existing is not None:
-        operator.log.info("Bellamy: job %s is already recorded as run %s", status.job_id, existing)
-        return existing
-    # A job that failed within its first millisecond still has to be a valid run (> 0 s).
-    runtime_s = status.runtime_s if status.runtime_s > 0 else 0.001
-    return write_back(
-        facade,
-        context["ti"],
-        job_type=job_type,
-        framework=framework,
-        scale_out=scale_out,
-        runtime_s=runtime_s,
-        status="success" if status.succeeded else "failed",
-        properties=properties,
-        started_at=status.started_at,
-        ended_at=status.ended_at,
-        external_id=status.job_id,
-        decision_id=decision_id,
-        source=source,
-        queue_s=status.queue_s,
-        requested_scale_out=requested_scale_out,
-    )
-
-
 class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
     """Size a Flink job by the Bellamy model, submit it, wait for it and write its runtime back.
 
@@ -493,8 +422,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         row_id = None
         if self.record:
             try:
-                row_id = record_job_run(
-                    self,
+                row_id = self.record_job_run(
                     context,
                     status,
                     facade=getattr(self, "_facade", None),

@@ -35,6 +35,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_bellamy.config import ON_INFEASIBLE
 from airflow_provider_bellamy.decisions import OBJECTIVES
 from airflow_provider_bellamy.exceptions import InfeasibleTargetError, InvalidInputError, StoreError
+from airflow_provider_bellamy.recording import BellamyRecordingMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -107,26 +108,6 @@ RESERVE_QUANTILE = 0.9
 RESERVE_HISTORY = 20
 
 
-def recorded_task_durations(
-    facade: Any, dag_id: str, task_id: str, *, last: int = RESERVE_HISTORY
-) -> list[float]:
-    """A task's last ``last`` successful runtimes recorded in the Bellamy store (newest first)."""
-    import sqlalchemy as sa
-
-    from airflow_provider_bellamy.store.schema import Run
-
-    with facade.store.read("reading recorded task durations") as session:
-        if session is None:
-            return []
-        rows = session.execute(
-            sa.select(Run.runtime_s)
-            .where(Run.dag_id == dag_id, Run.task_id == task_id, Run.status == "success")
-            .order_by(Run.id.desc())
-            .limit(last)
-        ).all()
-    return [float(r[0]) for r in rows]
-
-
 def coerce_scale_outs(value: Any, field: str = "scale_outs") -> list[int]:
     """Candidate scale-outs from a list, a range, or a rendered template string like ``"[1, 2, 4]"``."""
     if isinstance(value, str):
@@ -179,7 +160,7 @@ def _coerce_properties(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-class BellamySizingMixin:
+class BellamySizingMixin(BellamyRecordingMixin):
     """Sizing parameters and the launch-time sizing shared by the Bellamy operators."""
 
     _bellamy_sizing: ClassVar[bool] = True
@@ -244,15 +225,6 @@ class BellamySizingMixin:
 
     # -- launch-time sizing ------------------------------------------------------------
 
-    def _bellamy_store_hook(self) -> Any:
-        from airflow_provider_bellamy.hooks.bellamy import BellamyHook
-
-        cached = getattr(self, "_bellamy_hook", None)
-        if cached is None:
-            cached = BellamyHook(self.bellamy_conn_id, connect_timeout_s=self.connect_timeout_s)
-            self._bellamy_hook = cached
-        return cached
-
     def resolve_target(self, context: Context, facade: Any | None = None) -> RuntimeTarget:
         """The runtime target in seconds for this launch (see ``deadlines``)."""
         from airflow_provider_bellamy import deadlines
@@ -308,7 +280,7 @@ class BellamySizingMixin:
             if facade is None:
                 return []
             return _run_with_timeout(
-                lambda: recorded_task_durations(facade, dag.dag_id, task_id, last=RESERVE_HISTORY),
+                lambda: facade.task_durations(dag.dag_id, task_id, last=RESERVE_HISTORY),
                 timeout_s,
                 "reading recorded task durations",
             )

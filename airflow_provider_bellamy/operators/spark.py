@@ -482,7 +482,6 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         """
         from airflow_provider_bellamy.callbacks import leave_to_retry
         from airflow_provider_bellamy.hooks.job_status import JobStatus, fetch_status
-        from airflow_provider_bellamy.operators.flink import find_recorded_run
 
         ti = context["ti"]
         hook = self._hook
@@ -532,7 +531,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             if driver_id:
                 try:
                     facade = self._hook_bellamy_facade()
-                    existing = find_recorded_run(facade, "spark", driver_id)
+                    existing = facade.recorded_job_run("spark", driver_id)
                 except Exception as exc:
                     self.log.warning("Bellamy: could not look the driver up in the store: %s", exc)
             if existing is not None:

@@ -27,6 +27,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.hooks.flink import FlinkJobFailedError, JobEndpointUnreachableError
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
+from airflow_provider_bellamy.recording import BellamyRecordingMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -38,7 +39,7 @@ class BellamyJobFailedError(FlinkJobFailedError):
     """A watched Spark application or Flink job ended unsuccessfully."""
 
 
-class BellamyJobSensor(BaseSensorOperator):
+class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
     """Wait for a Flink job / Spark application to finish and write its runtime back.
 
     :param job_id: the Flink job id, Spark application id (``app-…``) or driver id
@@ -141,15 +142,6 @@ class BellamyJobSensor(BaseSensorOperator):
             endpoint = FlinkHook(self.flink_conn_id).rest_url
         return str(kind), str(job_id), validate_endpoint(endpoint)
 
-    def _bellamy_store_hook(self) -> Any:
-        from airflow_provider_bellamy.hooks.bellamy import BellamyHook
-
-        cached = getattr(self, "_bellamy_hook", None)
-        if cached is None:
-            cached = BellamyHook(self.bellamy_conn_id, connect_timeout_s=self.connect_timeout_s)
-            self._bellamy_hook = cached
-        return cached
-
     # -- waiting ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
@@ -207,8 +199,6 @@ class BellamyJobSensor(BaseSensorOperator):
     # -- completion ------------------------------------------------------------------------------
 
     def _complete(self, context: Context, status: JobStatus) -> dict[str, Any]:
-        from airflow_provider_bellamy.operators.flink import record_job_run
-
         submitted = self._submitted(context)
         decision = submitted.get("decision") or {}
         job_type = self.job_type or submitted.get("job_type") or decision.get("job_type")
@@ -243,11 +233,9 @@ class BellamyJobSensor(BaseSensorOperator):
                 raise InvalidInputError(
                     "scale_out", scale_out, "the cluster reports no parallelism: give scale_out"
                 )
-            row_id = record_job_run(
-                self,
+            row_id = self.record_job_run(
                 context,
                 status,
-                facade=None,
                 job_type=str(job_type),
                 framework=framework,
                 scale_out=int(scale_out),

@@ -74,7 +74,6 @@ def record_concurrently(
     store = Store(url)
     store.upgrade()
     with store.read() as session:
-        assert session is not None
         before = RunRepository(session).count(job_type="concurrency")
     # Not fork: children start clean (no inherited connections, no torch threads). The fork
     # server imports the store once, so eight children do not each pay SQLAlchemy's import.
@@ -93,7 +92,6 @@ def record_concurrently(
         p.join(timeout=60)
     wall = max(r["seconds"] for r in reports)
     with store.read() as session:
-        assert session is not None
         after = RunRepository(session).count(job_type="concurrency")
     latencies = sorted(x for r in reports for x in r["latencies"])
     return {

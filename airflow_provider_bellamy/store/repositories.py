@@ -152,6 +152,23 @@ class RunRepository:
             )
         ).one_or_none()
 
+    def id_of_job(self, framework: str, external_id: str) -> int | None:
+        """The row of a cluster job (any Airflow try): a job that a later try reattached to is
+        recorded once, not again under the new try number."""
+        stmt = sa.select(Run.id).where(Run.framework == framework, Run.external_id == external_id).limit(1)
+        row = self.session.scalars(stmt).first()
+        return int(row) if row is not None else None
+
+    def task_runtimes(self, dag_id: str, task_id: str, *, limit: int) -> list[float]:
+        """An Airflow task's last ``limit`` successful runtimes, newest first."""
+        stmt = (
+            sa.select(Run.runtime_s)
+            .where(Run.dag_id == dag_id, Run.task_id == task_id, Run.status == "success")
+            .order_by(Run.id.desc())
+            .limit(limit)
+        )
+        return [float(v) for v in self.session.scalars(stmt)]
+
     def list(
         self,
         *,

@@ -127,6 +127,11 @@ class Store:
         self._key = self.url.render_as_string(hide_password=False)
 
     @property
+    def cache_key(self) -> str:
+        """What identifies this store in the process's caches (the URL, password included)."""
+        return self._key
+
+    @property
     def display_url(self) -> str:
         return safe_url(self.url)
 
@@ -334,12 +339,11 @@ class Store:
     # -------------------------------------------------------------- sessions
 
     @contextmanager
-    def read(self, what: str = "reading") -> Iterator[Session | None]:
-        """A read session; ``None`` when the embedded store does not exist yet (nothing stored)."""
-        if not self.ensure_schema(write=False):
-            yield None
-            return
-        with translate_errors(self.url, what), Session(self.engine, expire_on_commit=False) as session:
+    def read(self, what: str = "reading") -> Iterator[Session]:
+        """A read session. An embedded store that does not exist yet reads as an empty store (every
+        query finds nothing) and stays uncreated: a read never creates it (see the module docstring)."""
+        engine = self.engine if self.ensure_schema(write=False) else _empty_engine()
+        with translate_errors(self.url, what), Session(engine, expire_on_commit=False) as session:
             yield session
 
     def write(self, fn: Callable[[Session], T], *, what: str = "writing") -> T:
@@ -382,6 +386,41 @@ class Store:
                 f"model weights file {path} does not match its checksum (corrupt or replaced)"
             )
         return data
+
+
+_EMPTY_ENGINE: Engine | None = None
+_EMPTY_LOCK = threading.Lock()
+
+
+def _empty_engine() -> Engine:
+    """An empty store in memory (SQLite, the dialect of every store that can be missing): what a
+    read of a store that does not exist yet sees. One connection per thread, each its own empty
+    database with the code's schema, so the repositories' queries run unchanged and find nothing."""
+    global _EMPTY_ENGINE
+    with _EMPTY_LOCK:
+        if _EMPTY_ENGINE is None:
+            from sqlalchemy.pool import SingletonThreadPool
+
+            from airflow_provider_bellamy.store.schema import Base
+
+            engine = sa.create_engine("sqlite://", poolclass=SingletonThreadPool)
+            ddl = [
+                str(sa.schema.CreateTable(t).compile(dialect=engine.dialect))
+                for t in Base.metadata.sorted_tables
+            ]
+            ddl += [
+                str(sa.schema.CreateIndex(i).compile(dialect=engine.dialect))
+                for t in Base.metadata.sorted_tables
+                for i in t.indexes
+            ]
+
+            @sa.event.listens_for(engine, "connect")
+            def _create_schema(dbapi_conn: Any, _record: Any) -> None:
+                for statement in ddl:
+                    dbapi_conn.execute(statement)
+
+            _EMPTY_ENGINE = engine
+        return _EMPTY_ENGINE
 
 
 def _compare(conn: sa.Connection) -> list[Any]:

@@ -253,7 +253,6 @@ def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
     from types import SimpleNamespace
 
     from airflow_provider_bellamy.callbacks import forget_recorded
-    from airflow_provider_bellamy.operators.flink import record_job_run
     from airflow_provider_bellamy.triggers.job import fetch_status
 
     status = fetch_status("flink", finished_wordcount.job_id, flink_cluster.rest_url)
@@ -262,8 +261,7 @@ def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
     for try_number in (1, 2):
         ti = SimpleNamespace(dag_id="d", task_id="wc", run_id="r", map_index=-1, try_number=try_number)
         rows.append(
-            record_job_run(
-                operator,
+            operator.record_job_run(
                 {"ti": ti},
                 status,
                 facade=bellamy_store,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_bellamy import facade as facade_module
+from airflow_provider_bellamy import resolution
 from airflow_provider_bellamy.benchmarks.scale import StoreWork, store_work
 from airflow_provider_bellamy.facade import Bellamy
 from airflow_provider_bellamy.model import TrainingConfig
@@ -34,8 +34,8 @@ MAX_WORK_GROWTH = 1.5
 @pytest.fixture(autouse=True)
 def _small_window(monkeypatch: pytest.MonkeyPatch) -> None:
     # the window test_scale.py fine-tunes on with TINY models (the window's size is not measured here)
-    monkeypatch.setattr(facade_module, "FINETUNE_RUNS_PER_SCALE_OUT", 1)
-    monkeypatch.setattr(facade_module, "MAX_FINETUNE_RUNS", 3)
+    monkeypatch.setattr(resolution, "FINETUNE_RUNS_PER_SCALE_OUT", 1)
+    monkeypatch.setattr(resolution, "MAX_FINETUNE_RUNS", 3)
 
 
 def _runs(contexts: int, repeats: int) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import command
 from sqlalchemy import event
 
-from airflow_provider_bellamy import facade as facade_module
+from airflow_provider_bellamy import resolution, retraining
 from airflow_provider_bellamy.facade import Bellamy
 from airflow_provider_bellamy.model import TrainingConfig
 from airflow_provider_bellamy.records import context_fingerprint, normalize_context
@@ -73,8 +73,8 @@ def test_window_holds_the_newest_runs_of_each_context_and_scale_out(bellamy: Bel
 def test_training_on_a_store_larger_than_its_window(
     bellamy: Bellamy, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(facade_module, "TRAINING_RUNS_PER_SCALE_OUT", 2)
-    monkeypatch.setattr(facade_module, "MAX_TRAINING_RUNS", 20)
+    monkeypatch.setattr(retraining, "TRAINING_RUNS_PER_SCALE_OUT", 2)
+    monkeypatch.setattr(retraining, "MAX_TRAINING_RUNS", 20)
     bellamy.record_runs(_runs(5))  # 60 runs: 5 of each (context, scale-out)
     first = bellamy.train("grep", config=TINY)[0]
     assert first.outcome == "promoted"
@@ -95,17 +95,17 @@ def test_pretraining_gets_what_is_left_of_the_budget() -> None:
 
     now = 1000.0  # a fixed clock: the split is arithmetic, not a measured duration
     # 40 s spent reading runs of a 100 s budget: pre-training gets 85 % of the 60 s left
-    assert facade_module._pretrain_budget(100.0, now - 40.0, now) == pytest.approx(51.0)
+    assert retraining.pretrain_budget(100.0, now - 40.0, now) == pytest.approx(51.0)
     # the reading took the whole budget: pre-training still gets its 5 %
-    assert facade_module._pretrain_budget(100.0, now - 500.0, now) == pytest.approx(5.0)
-    assert facade_module._pretrain_budget(None, now, now) is None
+    assert retraining.pretrain_budget(100.0, now - 500.0, now) == pytest.approx(5.0)
+    assert retraining.pretrain_budget(None, now, now) is None
 
 
 def test_fine_tuning_reads_a_window_and_its_copy_stays_current(
     bellamy: Bellamy, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(facade_module, "FINETUNE_RUNS_PER_SCALE_OUT", 1)
-    monkeypatch.setattr(facade_module, "MAX_FINETUNE_RUNS", 3)
+    monkeypatch.setattr(resolution, "FINETUNE_RUNS_PER_SCALE_OUT", 1)
+    monkeypatch.setattr(resolution, "MAX_FINETUNE_RUNS", 3)
     bellamy.record_runs(_runs(4))
     bellamy.train("grep", config=TINY)
     read: list[int] = []

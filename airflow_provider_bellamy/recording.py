@@ -1,0 +1,89 @@
+"""``BellamyRecordingMixin``: how the Bellamy operators and ``BellamyJobSensor`` write a
+finished cluster job back to the store — one path, as the Databricks provider's operators and
+sensors share ``execute_complete``.
+
+A job is recorded once: per Airflow try (``callbacks.write_back``) and per cluster job id across
+tries (a later try that reattached to the job does not store it again). Importing this module
+imports neither torch nor pandas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_provider_bellamy.facade import Bellamy
+    from airflow_provider_bellamy.hooks.bellamy import BellamyHook
+    from airflow_provider_bellamy.hooks.job_status import JobStatus
+
+
+class BellamyRecordingMixin:
+    """The store access and the write-back shared by the Bellamy operators and sensor; the class
+    using it sets ``bellamy_conn_id`` and ``connect_timeout_s``."""
+
+    bellamy_conn_id: str
+    connect_timeout_s: float | None
+    log: Any
+
+    def _bellamy_store_hook(self) -> BellamyHook:
+        from airflow_provider_bellamy.hooks.bellamy import BellamyHook
+
+        cached = getattr(self, "_bellamy_hook", None)
+        if cached is None:
+            cached = BellamyHook(self.bellamy_conn_id, connect_timeout_s=self.connect_timeout_s)
+            self._bellamy_hook = cached
+        return cached
+
+    def record_job_run(
+        self,
+        context: Context | Mapping[str, Any],
+        status: JobStatus,
+        *,
+        facade: Bellamy | None = None,
+        job_type: str,
+        framework: str,
+        scale_out: int,
+        properties: Mapping[str, Any],
+        decision_id: int | None,
+        source: str,
+        requested_scale_out: int | None = None,
+    ) -> int | None:
+        """Write one finished cluster job back (once); returns its run row id.
+
+        The runtime is the time the job ran (``status.runtime_s``), the wait before it ``queue_s``;
+        ``scale_out`` is what it ran at, ``requested_scale_out`` what sizing asked for."""
+        from airflow_provider_bellamy.callbacks import write_back
+
+        if status.runtime_s is None:
+            self.log.warning(
+                "Bellamy: %s job %s reports no duration; not recorded", status.kind, status.job_id
+            )
+            return None
+        if facade is None:
+            facade = self._bellamy_store_hook().get_facade()
+        existing = facade.recorded_job_run(framework, status.job_id)
+        if existing is not None:
+            self.log.info("Bellamy: job %s is already recorded as run %s", status.job_id, existing)
+            return existing
+        # A job that failed within its first millisecond still has to be a valid run (> 0 s).
+        runtime_s = status.runtime_s if status.runtime_s > 0 else 0.001
+        return write_back(
+            facade,
+            context["ti"],
+            job_type=job_type,
+            framework=framework,
+            scale_out=scale_out,
+            runtime_s=runtime_s,
+            status="success" if status.succeeded else "failed",
+            properties=properties,
+            started_at=status.started_at,
+            ended_at=status.ended_at,
+            external_id=status.job_id,
+            decision_id=decision_id,
+            source=source,
+            queue_s=status.queue_s,
+            requested_scale_out=requested_scale_out,
+        )

@@ -1,0 +1,301 @@
+"""Which model answers a request, and its band: the launch path of ``predict`` and ``size``.
+
+For job type J and context C:
+1. the active general model of J — or, where J has none, the model of "all" job types
+   (``train("all")``) when it can read C — fine-tuned on C's newest successful runs; the
+   fine-tuned copy is stored (scope "context") and reused until C gets new runs or the general
+   model changes;
+2. no general model: Ernest fitted on C's runs when they cover >= 2 distinct scale-outs;
+3. otherwise (``size`` only): a default decision at ``default_scale_out``.
+Every fallback is named in the prediction's/decision's ``fallback_reason``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_bellamy.decisions import Prediction
+from airflow_provider_bellamy.exceptions import ModelFileError, UnknownJobTypeError
+from airflow_provider_bellamy.model_cache import cache_get, cache_put, load_version, version_key
+from airflow_provider_bellamy.records import ALL_JOB_TYPES, runs_frame
+from airflow_provider_bellamy.store import (
+    DecisionRepository,
+    ModelRepository,
+    ModelVersion,
+    Run,
+    RunRepository,
+)
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from airflow_provider_bellamy.decisions import SizingDecision
+    from airflow_provider_bellamy.store import Store
+
+# Fine-tuning's cost grows faster than linearly with its runs (on a loaded 2-core machine, 0.35 s
+# with 55 runs, 0.6-8 s with 110; docs/benchmarks.md "Scale"): a context's newest few per scale-out.
+FINETUNE_RUNS_PER_SCALE_OUT = 5
+MAX_FINETUNE_RUNS = 50
+
+
+@dataclass
+class Request:
+    """A validated ``predict``/``size`` request."""
+
+    job_type: str
+    context: dict[str, str | float]
+    fingerprint: str
+    scale_outs: list[int]
+    confidence: float
+    framework: str | None
+
+
+@dataclass
+class Resolved:
+    """The model that answers a request (None: the default scale-out) and why that one."""
+
+    model: Any | None
+    version_id: int | None
+    label: str | None
+    method: str
+    fallback_reason: str | None
+
+
+def model_context(req: Request) -> dict[str, Any]:
+    """What a model reads for a request: the context, its job type and framework."""
+    ctx: dict[str, Any] = {**req.context, "job_type": req.job_type}
+    if req.framework is not None:
+        ctx.setdefault("framework", req.framework)
+    return ctx
+
+
+def context_window(runs: RunRepository, req: Request) -> list[Run]:
+    """The newest runs of a request's context that fine-tuning (or Ernest) reads, oldest first."""
+    return runs.recent_training_runs(
+        req.job_type,
+        fingerprint=req.fingerprint,
+        per_scale_out=FINETUNE_RUNS_PER_SCALE_OUT,
+        limit=MAX_FINETUNE_RUNS,
+    )
+
+
+def resolve(store: Store, req: Request) -> Resolved:
+    """Pick (and fine-tune, load or fit) the model for a request; see the module docstring."""
+    with store.read("finding a model") as session:
+        runs = RunRepository(session)
+        models = ModelRepository(session)
+        general = models.active(req.job_type)
+        # only a job type without a model of its own costs the look-up of its runs
+        known = general is not None or runs.has_job_type(req.job_type)
+        if general is None and known:
+            general = models.active(ALL_JOB_TYPES)
+        # Not the context's count of runs: that reads every run of it, on every launch. Runs
+        # are only ever added, so the newest one tells whether the fine-tuned copy is current.
+        newest = runs.newest_training_id(req.job_type, req.fingerprint)
+        if general is None:
+            if not known:
+                raise UnknownJobTypeError(req.job_type, runs.job_types())
+            return fallback(store, req, runs, newest)
+        try:
+            base = load_version(store, general, models)
+        except ModelFileError as exc:
+            # A launch must not fail because the model cannot be read (written by an
+            # incompatible version, corrupt file): size it like a job without a model and
+            # say why in the stored decision.
+            detail = str(exc).splitlines()[0][:200]
+            why = f"active model {general.label} cannot be read ({detail})"
+            return fallback(store, req, runs, newest, why=why)
+        if general.job_type == ALL_JOB_TYPES:
+            unreadable = base.cannot_read(model_context(req))
+            if unreadable is None and newest is None and req.job_type not in base.job_types:
+                # a job type it never saw, read from its name and properties alone: a guess
+                unreadable = "never saw this job type run, and this context has no runs yet"
+            if unreadable is not None:
+                why = f"no model of job type {req.job_type!r}, and {general.label} {unreadable}"
+                return fallback(store, req, runs, newest, why=why)
+        if newest is None:
+            return Resolved(
+                base,
+                general.id,
+                general.label,
+                "bellamy",
+                "no runs of this context yet: general model, not fine-tuned",
+            )
+        tuned = models.active(general.job_type, scope="context", fingerprint=req.fingerprint)
+        if tuned is not None and tuned.parent_id == general.id and tuned.newest_run_id == newest:
+            try:
+                return Resolved(
+                    load_version(store, tuned, models),
+                    tuned.id,
+                    f"{tuned.label} (from {general.label})",
+                    "bellamy",
+                    None,
+                )
+            except ModelFileError:
+                pass  # only a cache: fine-tune again below
+        ctx_runs = context_window(runs, req)
+    return finetune(store, req, general, base, ctx_runs)
+
+
+def finetune(store: Store, req: Request, general: ModelVersion, base: Any, ctx_runs: list[Run]) -> Resolved:
+    """Fine-tune the general model on the context's window and store the copy (scope "context")."""
+    tuned_model = base.finetune(runs_frame(ctx_runs))
+    weights = tuned_model.to_bytes()
+
+    def store_it(session: Session) -> ModelVersion:
+        repo = ModelRepository(session)
+        mv = repo.add(
+            job_type=general.job_type,
+            scope="context",
+            context_fingerprint=req.fingerprint,
+            parent_id=general.id,
+            weights=weights,
+            # the runs it was fine-tuned on (the window): counting all of the context's
+            # would read every one of them on the launch path
+            train_rows=len(ctx_runs),
+            newest_run_id=ctx_runs[-1].id,
+            metrics={"scale_outs": sorted({r.scale_out for r in ctx_runs}), "context": req.context},
+            status="active",
+            blob_writer=store.write_blob,
+            blob_threshold_bytes=store.blob_threshold_bytes,
+        )
+        # One copy per new run of the context would pile up: keep the active one and one before.
+        repo.prune_context(general.job_type, req.fingerprint)
+        return mv
+
+    mv = store.write(store_it, what="storing a fine-tuned model")
+    cache_put(version_key(store, mv), tuned_model)
+    return Resolved(tuned_model, mv.id, f"{mv.label} (from {general.label})", "bellamy", None)
+
+
+def fallback(
+    store: Store, req: Request, runs: RunRepository, newest: int | None, *, why: str | None = None
+) -> Resolved:
+    """Ernest on the context's runs (>= 2 scale-outs), else the default scale-out."""
+    why = why or f"no trained model for job type {req.job_type!r}"
+    key = ("ernest", store.cache_key, req.job_type, req.fingerprint, newest)
+    fitted = cache_get(key)
+    if fitted is None:
+        ctx_runs = context_window(runs, req) if newest is not None else []
+        distinct = sorted({r.scale_out for r in ctx_runs})
+        model = None
+        if len(distinct) >= 2:
+            from airflow_provider_bellamy.model import ErnestModel
+
+            model = ErnestModel.fit(runs_frame(ctx_runs))
+        fitted = (model, len(ctx_runs), distinct)
+        cache_put(key, fitted)
+    model, n_runs, distinct = fitted
+    if model is not None:
+        return Resolved(
+            model,
+            None,
+            None,
+            "ernest",
+            f"{why}: Ernest fitted on this context's {n_runs} runs at scale-outs {distinct} "
+            "(run `bellamy train` for the Bellamy model)",
+        )
+    seen = f"runs at only scale-out {distinct[0]}" if distinct else "no runs"
+    return Resolved(
+        None,
+        None,
+        None,
+        "default",
+        f"{why} and this context has {seen} (Ernest needs >= 2 scale-outs): default scale-out",
+    )
+
+
+def band(req: Request, resolved: Resolved) -> Prediction:
+    """The resolved model's runtimes and band at the request's confidence."""
+    confidence, extra = req.confidence, {}
+    if hasattr(resolved.model, "band"):  # Bellamy's model: where it extrapolates, a capped q
+        b = resolved.model.band(model_context(req), req.scale_outs, req.confidence)
+        mean, lower, upper, confidence = b.mean, b.lower, b.upper, b.confidence
+        extra = {
+            "requested_confidence": b.requested_confidence if b.capped else None,
+            "extrapolation": b.extrapolation.to_dict(),
+            "band_note": b.calibrated_for if b.extrapolation.extrapolating else None,
+        }
+    else:
+        assert resolved.model is not None
+        mean, lower, upper = resolved.model.predict_band(model_context(req), req.scale_outs, confidence)
+    return Prediction(
+        job_type=req.job_type,
+        scale_outs=list(req.scale_outs),
+        mean_s=[float(v) for v in mean],
+        lower_s=[float(v) for v in lower],
+        upper_s=[float(v) for v in upper],
+        confidence=confidence,
+        model_version=resolved.label,
+        fallback_reason=resolved.fallback_reason,
+        method=resolved.method,
+        **extra,
+    )
+
+
+def finite_band(store: Store, req: Request, resolved: Resolved) -> tuple[Prediction | None, Resolved]:
+    """The prediction of the resolved model, or of the fallback where it predicts NaN or
+    infinity (weights gone bad with a valid checksum): such a band would size nothing."""
+    if resolved.model is None:
+        return None, resolved
+    prediction = band(req, resolved)
+    values = [*prediction.mean_s, *prediction.lower_s, *prediction.upper_s]
+    if all(math.isfinite(v) for v in values):
+        return prediction, resolved
+    bad = sorted(
+        {
+            n
+            for n, *v in zip(
+                prediction.scale_outs,
+                prediction.mean_s,
+                prediction.lower_s,
+                prediction.upper_s,
+                strict=True,
+            )
+            if not all(map(math.isfinite, v))
+        }
+    )
+    why = f"{resolved.label or resolved.method} predicted non-finite runtimes at scale-outs {bad}"
+    if resolved.method != "bellamy":
+        return None, Resolved(None, None, None, "default", f"{why}: default scale-out")
+    with store.read("finding a fallback model") as session:
+        runs = RunRepository(session)
+        newest = runs.newest_training_id(req.job_type, req.fingerprint)
+        fell_back = fallback(store, req, runs, newest, why=why)
+    return finite_band(store, req, fell_back)
+
+
+def store_decision(
+    store: Store, decision: SizingDecision, req: Request, model_version_id: int | None, prov: dict[str, Any]
+) -> SizingDecision:
+    """Store a decision with its request and provenance; sets ``decision_id`` and ``created_at``."""
+    decision.requested_confidence = req.confidence
+    values = {
+        "job_type": req.job_type,
+        "framework": req.framework,
+        "context": req.context,
+        "context_fingerprint": req.fingerprint,
+        "candidates": decision.to_dict()["candidates"],
+        "target_s": decision.target_s,
+        # what the band honours (a q the calibration cannot resolve is capped; the reason says so)
+        "confidence": decision.confidence,
+        "objective": decision.objective,
+        "price_per_node_hour": decision.price_per_node_hour,
+        "chosen_scale_out": decision.chosen_scale_out,
+        "feasible": bool(decision.feasible),
+        "reason": decision.reason,
+        "shortfall_s": decision.shortfall_s,
+        "model_version": decision.model_version,
+        "model_version_id": model_version_id,
+        "fallback_reason": decision.fallback_reason,
+        "requested_confidence": req.confidence,
+        "extrapolation": decision.extrapolation,
+        "band_note": decision.band_note,
+        **prov,
+    }
+    row = store.write(lambda s: DecisionRepository(s).add(values), what="storing a decision")
+    decision.decision_id = row.id
+    decision.created_at = row.created_at.isoformat()
+    return decision
