@@ -40,6 +40,7 @@ from airflow_provider_bellamy.records import (
     validate_runtime,
     validate_scale_out,
 )
+from airflow_provider_bellamy.spec import ALL_JOB_TYPES, SizingSpec
 from airflow_provider_bellamy.store import (
     DecisionRepository,
     ModelRepository,
@@ -60,10 +61,6 @@ PROVENANCE_KEYS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", 
 DEFAULT_HOLDOUT_FRACTION = 0.15
 # Below this many runs a hold-out would be too small to mean anything: train on all, promote.
 MIN_RUNS_FOR_HOLDOUT = 20
-# The job type of the one model pre-trained on every job type's runs (``train("all")``): it sizes
-# a job type that has runs but no model of its own yet (a new pipeline), reading the job type as
-# one property among the others. Reserved: no run may carry it.
-ALL_JOB_TYPES = "all"
 # Training and fine-tuning read a window of the history, not all of it, so that their cost stops
 # growing with the store (docs/architecture.md, "A store of a million runs"): the newest runs of
 # each (job type, context, scale-out), and of those the newest overall. Recent runs weigh more
@@ -678,7 +675,15 @@ class Bellamy:
         framework: str | None = None,
     ) -> Prediction:
         """Runtime per candidate scale-out with a band at ``confidence``."""
-        req = self._request(job_type, context, scale_outs, confidence, framework)
+        req = self._request(
+            _spec(
+                job_type=job_type,
+                properties=context,
+                scale_outs=scale_outs,
+                confidence=confidence,
+                framework=framework,
+            )
+        )
         prediction, resolved = self._finite_band(req, self._resolve(req))
         if prediction is None:
             why = (resolved.fallback_reason or "no model").removesuffix(": default scale-out")
@@ -705,17 +710,21 @@ class Bellamy:
         """Choose a scale-out for the target and store the decision (``decision_id`` set)."""
         from airflow_provider_bellamy import sizing
 
-        req = self._request(job_type, context, scale_outs, confidence, framework)
-        target = sizing.validate_target(target_s)
-        objective = sizing.validate_objective(objective)
-        price = sizing.validate_price(price_per_node_hour)
-        if default_scale_out is not None:
-            default_scale_out = validate_scale_out(default_scale_out, field="default_scale_out")
-            if default_scale_out not in req.scale_outs:
-                raise InvalidInputError(
-                    "default_scale_out", default_scale_out, f"must be one of the candidates {req.scale_outs}"
-                )
+        spec = _spec(
+            job_type=job_type,
+            properties=context,
+            scale_outs=scale_outs,
+            target=target_s,
+            confidence=confidence,
+            objective=objective,
+            price_per_node_hour=price_per_node_hour,
+            default_scale_out=default_scale_out,
+            framework=framework,
+        )
+        target, objective, price = spec.target_s, spec.objective, spec.price_per_node_hour
+        default_scale_out = spec.default_scale_out
         prov = _provenance(provenance)
+        req = self._request(spec)
         prediction, resolved = self._finite_band(req, self._resolve(req))
         if prediction is not None:
             decision = sizing.decide(
@@ -755,7 +764,13 @@ class Bellamy:
         ``decision_id``: a launch's fallback where sizing could not answer (a job type the store
         does not know, sizing that failed), so that every launch has its decision row."""
         req = self._request(
-            decision.job_type, decision.context, scale_outs, decision.confidence, decision.framework
+            _spec(
+                job_type=decision.job_type,
+                properties=decision.context,
+                scale_outs=scale_outs,
+                confidence=decision.confidence,
+                framework=decision.framework,
+            )
         )
         return self._store_decision(decision, req, None, _provenance(provenance))
 
@@ -791,17 +806,18 @@ class Bellamy:
         decision.created_at = row.created_at.isoformat()
         return decision
 
-    def _request(
-        self, job_type: Any, context: Any, scale_outs: Any, confidence: Any, framework: Any
-    ) -> _Request:
-        from airflow_provider_bellamy import sizing
-
-        job = _job_type(job_type)
-        candidates = sizing.validate_scale_outs(scale_outs)  # lists, tuples, ranges, arrays, Series
-        conf = sizing.validate_confidence(confidence)
-        fw = None if framework is None else validate_label(framework, "framework").lower()
-        ctx = self._conform(job, context)
-        return _Request(job, ctx, context_fingerprint(job, ctx), candidates, conf, fw)
+    def _request(self, spec: SizingSpec) -> _Request:
+        """A parsed request, its context conformed to what the job type's stored runs hold."""
+        assert spec.scale_outs is not None  # required by _spec
+        ctx = self._conform(spec.job_type, spec.properties)
+        return _Request(
+            spec.job_type,
+            ctx,
+            context_fingerprint(spec.job_type, ctx),
+            spec.scale_outs,
+            spec.confidence,
+            spec.framework,
+        )
 
     def _finite_band(self, req: _Request, resolved: _Resolved) -> tuple[Prediction | None, _Resolved]:
         """The prediction of the resolved model, or of the fallback where it predicts NaN or
@@ -1298,6 +1314,15 @@ def _int_at_least(value: Any, field: str, minimum: int, where: str) -> int:
         return _positive_int(value, field, minimum=minimum)
     except InvalidInputError as exc:
         raise InvalidInputError(field, value, exc.problem, where=where) from None
+
+
+# The façade's arguments that are named otherwise than the operators' (in its errors).
+_FACADE_NAMES = {"properties": "context", "target": "target_s"}
+
+
+def _spec(**arguments: Any) -> SizingSpec:
+    """The sizing arguments of a ``size``/``predict`` call, parsed as the operators' and the YAML's."""
+    return SizingSpec.parse(arguments, names=_FACADE_NAMES)
 
 
 def _job_type(value: Any, where: str | None = None) -> str:
