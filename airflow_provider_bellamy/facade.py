@@ -1322,7 +1322,15 @@ _FACADE_NAMES = {"properties": "context", "target": "target_s"}
 
 def _spec(**arguments: Any) -> SizingSpec:
     """The sizing arguments of a ``size``/``predict`` call, parsed as the operators' and the YAML's."""
-    return SizingSpec.parse(arguments, names=_FACADE_NAMES)
+    try:
+        return SizingSpec.parse(arguments, names=_FACADE_NAMES)
+    except InvalidInputError as exc:
+        if not exc.field.startswith("scale_outs["):
+            raise
+        # the API names the argument it was given, with the whole list (as records' checks do)
+        raise InvalidInputError(
+            "scale_outs", arguments["scale_outs"], f"{exc.field}: {exc.problem}"
+        ) from None
 
 
 def _job_type(value: Any, where: str | None = None) -> str:

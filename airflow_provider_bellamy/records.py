@@ -106,7 +106,7 @@ def validate_scale_out_list(values: Any, *, field: str = "scale_outs") -> list[i
             f"<{len(values):,} scale-outs from {values[0]!r}>",
             f"more than {MAX_CANDIDATES:,} candidates; each is weighed and stored with the decision",
         )
-    out = [validate_scale_out(v, field=f"{field}[{i}]") for i, v in enumerate(values)]
+    out = [validate_scale_out(v, field=field) for v in values]
     if not out:
         raise InvalidInputError(field, list(values), "must not be empty")
     return out

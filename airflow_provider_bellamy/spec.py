@@ -120,6 +120,9 @@ def parse_scale_outs(value: Any, field: str = "scale_outs", where: str | None = 
             raise InvalidInputError(field, text, "must be a list of integers >= 1", where=where)
     if isinstance(value, Mapping):
         return _scale_out_range(value, field, where)
+    if isinstance(value, (list, tuple)) and len(value) <= MAX_CANDIDATES:
+        for i, item in enumerate(value):  # named by position (the list's own checks name the list)
+            validate_scale_out(item, field=f"{field}[{i}]", where=where)
     try:
         values = validate_scale_out_list(value, field=field)
     except InvalidInputError as exc:
