@@ -158,9 +158,11 @@ def _scale_out_range(value: Mapping[str, Any], field: str, where: str | None) ->
 
 
 def parse_confidence(value: Any, field: str = "confidence", where: str | None = None) -> float:
-    if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()):
-        value = float(value)
-    return validate_confidence(value, field=field, where=where)
+    number = float(value) if isinstance(value, str) and _NUMBER_RE.fullmatch(value.strip()) else value
+    try:
+        return validate_confidence(number, field=field, where=where)
+    except InvalidInputError as exc:
+        raise InvalidInputError(field, value, exc.problem, where=where) from None  # the value as given
 
 
 def parse_objective(value: Any, field: str = "objective", where: str | None = None) -> str:
