@@ -11,7 +11,7 @@
         properties:              # the context (per node, never cluster totals)
           machine_type: local-2c
           data_size_mb: 64
-        scale_out: {min: 1, max: 4}   # or a list [1, 2, 4]
+        scale_out: {min: 1, max: 4}   # or a list [1, 2, 4]; flink jobs: default 1 … the slots
         target: 15m              # seconds, or 90s / 15m / 1h30m; or …
         # deadline: "2025-01-01T06:00:00+00:00" | dag | "{{ templated }}"
         # deadline_alert_name: sla  # with deadline: dag, which of the DAG's alerts
@@ -194,7 +194,15 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
         raise InvalidInputError(f"{p}.framework", None, "is required (spark or flink)", where=where)
     arguments = {a: data[_YAML_NAMES.get(a, a)] for a in SIZING_ARGUMENTS if _YAML_NAMES.get(a, a) in data}
     arguments.setdefault("job_type", name)
-    spec = SizingSpec.parse(arguments, where=where, prefix=f"{p}.", names=_YAML_NAMES, defer_templates=True)
+    spec = SizingSpec.parse(
+        arguments,
+        where=where,
+        prefix=f"{p}.",
+        names=_YAML_NAMES,
+        defer_templates=True,
+        # as BellamyFlinkOperator's: without scale_out, 1 … the cluster's task slots at launch
+        require_scale_outs=str(data["framework"]).strip().lower() != "flink",
+    )
 
     spark = _operator_arguments(data, "spark", SPARK_KEYS, p, where)
     flink = _operator_arguments(data, "flink", FLINK_KEYS, p, where)

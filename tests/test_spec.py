@@ -21,10 +21,24 @@ FIELDS: list[tuple[str, Any, Any, str, Any, dict[str, Any]]] = [
     ("framework", "Spark", "spark", "spark", 3, {}),
     ("properties", {"cores": 8}, {"cores": 8}, '{"cores": 8}', {"cores": float("nan")}, {}),
     ("scale_outs", [4, 1, 2], [1, 2, 4], "[1, 2, 4]", [1, 0], {}),
-    ("scale_outs", {"min": 2, "max": 6, "step": 2}, [2, 4, 6], "{'min': 2, 'max': 6, 'step': 2}", {"min": 3}, {}),
+    (
+        "scale_outs",
+        {"min": 2, "max": 6, "step": 2},
+        [2, 4, 6],
+        "{'min': 2, 'max': 6, 'step': 2}",
+        {"min": 3},
+        {},
+    ),
     ("target", 900, 900.0, "15m", "soon", {}),
     ("target", dt.timedelta(minutes=15), 900.0, "900", 0, {}),
-    ("deadline", dt.datetime(2026, 11, 23, 6, tzinfo=dt.timezone.utc), DEADLINE, DEADLINE, "2026-11-23T06:00", {}),
+    (
+        "deadline",
+        dt.datetime(2026, 11, 23, 6, tzinfo=dt.timezone.utc),
+        DEADLINE,
+        DEADLINE,
+        "2026-11-23T06:00",
+        {},
+    ),
     ("use_dag_deadline", True, True, None, "yes", {}),
     ("deadline_alert_name", "sla", "sla", None, " ", {"deadline": "dag"}),
     ("reserve", 600, 600.0, "10m", "later", {"deadline": DEADLINE}),
@@ -93,7 +107,10 @@ def test_rules_between_arguments_name_the_field_and_value(
 def test_errors_carry_the_prefix_the_names_and_the_place() -> None:
     with pytest.raises(InvalidInputError) as err:
         SizingSpec.parse(
-            {**BASE, "scale_outs": [1, 0]}, prefix="jobs.j.", names={"scale_outs": "scale_out"}, where="p.yaml"
+            {**BASE, "scale_outs": [1, 0]},
+            prefix="jobs.j.",
+            names={"scale_outs": "scale_out"},
+            where="p.yaml",
         )
     assert str(err.value).startswith("p.yaml: jobs.j.scale_out[1]=0: ")
 
@@ -114,7 +131,13 @@ def test_templates_wait_for_rendering_and_are_parsed_then() -> None:
     spec = SizingSpec.parse(raw, defer_templates=True)
     assert spec.templated == {"scale_outs", "confidence", "default_scale_out"}
     # what the templates render to is parsed as any value
-    rendered = {**raw, "scale_outs": "[2, 4]", "confidence": "0.8", "default_scale_out": "4", "properties": {}}
+    rendered = {
+        **raw,
+        "scale_outs": "[2, 4]",
+        "confidence": "0.8",
+        "default_scale_out": "4",
+        "properties": {},
+    }
     assert SizingSpec.parse(rendered).scale_outs == [2, 4]
     with pytest.raises(InvalidInputError, match="default_scale_out"):
         SizingSpec.parse({**rendered, "default_scale_out": "3"})

@@ -105,7 +105,14 @@ def test_yaml_operator_and_facade_agree(
         from_yaml = _execute(BellamySizingOperator.from_config(job, task_id="size"))
         from_operator = _execute(op)
         from_facade = _facade_size(bellamy_store, arguments).to_dict()
-        for key in ("chosen_scale_out", "target_s", "confidence", "objective", "price_per_node_hour", "feasible"):
+        for key in (
+            "chosen_scale_out",
+            "target_s",
+            "confidence",
+            "objective",
+            "price_per_node_hour",
+            "feasible",
+        ):
             assert from_yaml[key] == from_operator[key] == from_facade[key], key
         assert from_yaml["candidates"] == from_operator["candidates"] == from_facade["candidates"]
         assert from_yaml["context"] == from_operator["context"] == from_facade["context"]
