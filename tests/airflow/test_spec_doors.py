@@ -130,3 +130,41 @@ def test_yaml_operator_and_facade_agree(
         if value is not None:
             assert repr(value) in str(err), (door, str(err))
     assert bellamy_store.list_decisions() == []  # refused before anything was stored
+
+
+def test_each_operator_lists_only_its_own_arguments_and_dag_defaults_reach_the_sizing_ones() -> None:
+    import datetime as dt
+    import inspect
+
+    from airflow.sdk import DAG
+
+    from airflow_provider_bellamy.operators.flink import BellamyFlinkOperator
+    from airflow_provider_bellamy.operators.sizing import BellamySizingMixin
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+    from airflow_provider_bellamy.spec import SIZING_ARGUMENTS
+
+    mixin = set(inspect.signature(BellamySizingMixin.__init__).parameters)
+    assert set(SIZING_ARGUMENTS) < mixin
+    for operator in (BellamySizingOperator, BellamySparkSubmitOperator, BellamyFlinkOperator):
+        own = set(inspect.signature(operator.__init__).parameters)
+        assert not own & set(SIZING_ARGUMENTS), operator.__name__
+    defaults = {"confidence": 0.8, "bellamy_conn_id": "bellamy_other", "on_infeasible": "fail"}
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    with DAG("defaults", schedule=None, start_date=start, default_args=defaults):
+        ops = [
+            BellamySizingOperator(task_id="size", job_type="wc", scale_outs=[1, 2]),
+            BellamySparkSubmitOperator(task_id="spark", job_type="wc", scale_outs=[1, 2], application="a.py"),
+            BellamyFlinkOperator(task_id="flink", job_type="wc", application="a.py", confidence=0.95),
+        ]
+    assert [(op.confidence, op.bellamy_conn_id, op.on_infeasible) for op in ops] == [
+        (0.8, "bellamy_other", "fail"),
+        (0.8, "bellamy_other", "fail"),
+        (0.95, "bellamy_other", "fail"),
+    ]
+    assert (ops[1].framework, ops[2].framework, ops[2].scale_outs) == ("spark", "flink", None)
+    with pytest.raises(
+        InvalidInputError, match="framework='flink': BellamySparkSubmitOperator launches spark"
+    ):
+        BellamySparkSubmitOperator(
+            task_id="x", job_type="wc", scale_outs=[1], application="a.py", framework="flink"
+        )
