@@ -141,6 +141,17 @@ class PipelineConfig:
         return self.jobs[name]
 
 
+def _refuse_unknown_keys(mapping: Mapping[str, Any], allowed: frozenset[str], p: str, where: str) -> None:
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
+        raise InvalidInputError(
+            f"{p}.{unknown[0]}",
+            mapping[unknown[0]],
+            f"unknown key; allowed: {', '.join(sorted(allowed))}",
+            where=where,
+        )
+
+
 def _operator_arguments(
     data: Mapping[str, Any], key: str, allowed: frozenset[str], p: str, where: str
 ) -> dict[str, Any]:
@@ -148,14 +159,7 @@ def _operator_arguments(
     block = data.get(key, {}) or {}
     if not isinstance(block, Mapping):
         raise InvalidInputError(f"{p}.{key}", block, "must be a mapping of operator arguments", where=where)
-    bad = sorted(set(block) - allowed)
-    if bad:
-        raise InvalidInputError(
-            f"{p}.{key}.{bad[0]}",
-            block[bad[0]],
-            f"unknown key; allowed: {', '.join(sorted(allowed))}",
-            where=where,
-        )
+    _refuse_unknown_keys(block, allowed, f"{p}.{key}", where)
     if "application_args" in block and not isinstance(block["application_args"], list):
         raise InvalidInputError(
             f"{p}.{key}.application_args", block["application_args"], "must be a list", where=where
@@ -182,14 +186,7 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
     if not isinstance(raw, Mapping):
         raise InvalidInputError(p, raw, "must be a mapping of settings", where=where)
     data = {**defaults, **raw}
-    unknown = sorted(set(data) - JOB_KEYS)
-    if unknown:
-        raise InvalidInputError(
-            f"{p}.{unknown[0]}",
-            data[unknown[0]],
-            f"unknown key; allowed: {', '.join(sorted(JOB_KEYS))}",
-            where=where,
-        )
+    _refuse_unknown_keys(data, JOB_KEYS, p, where)
     if data.get("framework") is None:
         raise InvalidInputError(f"{p}.framework", None, "is required (spark or flink)", where=where)
     arguments = {a: data[_YAML_NAMES.get(a, a)] for a in SIZING_ARGUMENTS if _YAML_NAMES.get(a, a) in data}
