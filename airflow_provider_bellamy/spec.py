@@ -62,8 +62,9 @@ DURATION_PROBLEM = "must be a duration: seconds, a timedelta, or text like 90, 9
 
 
 def is_template(value: Any) -> bool:
-    """A template Airflow has not rendered yet."""
-    return isinstance(value, str) and "{{" in value
+    """A value Airflow has not rendered yet: a Jinja template, or an XCom reference (anything
+    with ``iter_references``, as Airflow's ``ResolveMixin``: ``task.output``)."""
+    return (isinstance(value, str) and "{{" in value) or hasattr(value, "iter_references")
 
 
 def _absent(value: Any) -> bool:

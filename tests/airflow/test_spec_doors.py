@@ -168,3 +168,24 @@ def test_each_operator_lists_only_its_own_arguments_and_dag_defaults_reach_the_s
         BellamySparkSubmitOperator(
             task_id="x", job_type="wc", scale_outs=[1], application="a.py", framework="flink"
         )
+
+
+def test_an_xcom_reference_is_checked_once_resolved(bellamy_store: Any) -> None:
+    import datetime as dt
+
+    from airflow.sdk import DAG, task
+
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    with DAG("xcom_args", schedule=None, start_date=start):
+
+        @task
+        def sizes() -> list[int]:
+            return [1, 2]
+
+        listed = sizes()
+        op = BellamySizingOperator(task_id="size", job_type="wc", scale_outs=listed, properties=listed)
+    assert op.upstream_task_ids == {"sizes"}
+    op.scale_outs, op.properties = "[1, 2]", "[1, 2]"  # what the references could resolve to
+    with pytest.raises(InvalidInputError) as err:
+        op.sizing_spec()
+    assert (err.value.field, err.value.value) == ("properties", [1, 2])
