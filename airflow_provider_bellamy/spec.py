@@ -370,6 +370,13 @@ class SizingSpec:
             raise InvalidInputError(
                 name("scale_outs"), None, "is required: a list of integers or {min: .., max: ..}", where=where
             )
+        if self.use_dag_deadline and self.deadline not in (None, DAG_DEADLINE):
+            raise InvalidInputError(
+                name("use_dag_deadline"),
+                True,
+                "give either deadline or use_dag_deadline, not both",
+                where=where,
+            )
         has_deadline = self.deadline is not None or self.use_dag_deadline
         if self.target_s is not None and has_deadline:
             raw = arguments.get("deadline") if self.deadline is not None else True

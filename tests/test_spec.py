@@ -83,6 +83,7 @@ def test_every_argument_is_in_the_table() -> None:
         ({"target": 60, "deadline": DEADLINE}, "deadline", DEADLINE),
         ({"target": "1m", "deadline": "dag"}, "deadline", "dag"),
         ({"target": 60, "use_dag_deadline": True}, "use_dag_deadline", True),
+        ({"deadline": DEADLINE, "use_dag_deadline": True}, "use_dag_deadline", True),
         ({"reserve": "10m"}, "reserve", "10m"),
         ({"objective": "min_cost"}, "price_per_node_hour", None),
         ({"default_scale_out": 3}, "default_scale_out", 3),
