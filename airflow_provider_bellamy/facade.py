@@ -40,7 +40,7 @@ from airflow_provider_bellamy.records import (
     validate_runtime,
     validate_scale_out,
 )
-from airflow_provider_bellamy.spec import ALL_JOB_TYPES, SizingSpec
+from airflow_provider_bellamy.spec import ALL_JOB_TYPES, SizingSpec, parse_job_type
 from airflow_provider_bellamy.store import (
     DecisionRepository,
     ModelRepository,
@@ -1334,12 +1334,7 @@ def _spec(**arguments: Any) -> SizingSpec:
 
 
 def _job_type(value: Any, where: str | None = None) -> str:
-    job = validate_label(value, "job_type", where=where)
-    if job == ALL_JOB_TYPES:
-        raise InvalidInputError(
-            "job_type", job, "is reserved: it names the model of every job type", where=where
-        )
-    return job
+    return parse_job_type(value, "job_type", where)
 
 
 def _model_context(req: _Request) -> dict[str, Any]:

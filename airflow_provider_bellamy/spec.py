@@ -209,7 +209,8 @@ def parse_properties(value: Any, field: str = "properties", where: str | None = 
     return dict(value)
 
 
-def _parse_job_type(value: Any, field: str, where: str | None) -> str:
+def parse_job_type(value: Any, field: str = "job_type", where: str | None = None) -> str:
+    """A job type's name; ``all`` is reserved for the model of every job type."""
     job_type = validate_label(value, field, where=where)
     if job_type == ALL_JOB_TYPES:
         raise InvalidInputError(
@@ -287,7 +288,7 @@ class SizingSpec:
     ``DeadlineAlert``. ``reserve`` is seconds or ``"auto"``.
     """
 
-    job_type: str = field(metadata=_arg("job_type", _parse_job_type))
+    job_type: str = field(metadata=_arg("job_type", parse_job_type))
     framework: str | None = field(default=None, metadata=_arg("framework", _parse_framework))
     properties: dict[str, Any] = field(default_factory=dict, metadata=_arg("properties", parse_properties))
     scale_outs: list[int] | None = field(default=None, metadata=_arg("scale_outs", _parse_candidates))
