@@ -11,9 +11,10 @@
         properties:              # the context (per node, never cluster totals)
           machine_type: local-2c
           data_size_mb: 64
-        scale_out: {min: 1, max: 4}   # or a list [1, 2, 4]
+        scale_out: {min: 1, max: 4}   # or a list [1, 2, 4]; flink jobs: default 1 … the slots
         target: 15m              # seconds, or 90s / 15m / 1h30m; or …
         # deadline: "2025-01-01T06:00:00+00:00" | dag | "{{ templated }}"
+        # deadline_alert_name: sla  # with deadline: dag, which of the DAG's alerts
         # reserve: 10m | auto    # time the downstream tasks still need
         confidence: 0.9
         objective: min_scale_out # min_scale_out | min_cost | fastest
@@ -23,44 +24,31 @@
         spark:                   # arguments for BellamySparkSubmitOperator
           application: ../jobs/grep.py   # relative to this file
           application_args: [--lines, "200000"]
+        # flink:                 # or for BellamyFlinkOperator (framework: flink)
+        #   application: ../jobs/flink_wordcount.py
+
+The sizing keys are ``SizingSpec``'s arguments (``spec.py``), parsed by it as the operators'.
 
 Every error names the file, the job and the key: ``pipeline.yaml: jobs.daily_grep.confidence=1.5: …``.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_provider_bellamy.decisions import OBJECTIVES
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import MAX_CANDIDATES, conform_property, validate_confidence
+from airflow_provider_bellamy.records import validate_label
+from airflow_provider_bellamy.spec import SIZING_ARGUMENTS, SizingSpec
 
-ON_INFEASIBLE: tuple[str, ...] = ("fail", "warn", "run-max")
+# The sizing arguments under the names a config gives them: one scale-out range per job.
+_YAML_NAMES: dict[str, str] = {"scale_outs": "scale_out"}
 
 JOB_KEYS: frozenset[str] = frozenset(
-    {
-        "job_type",
-        "framework",
-        "properties",
-        "scale_out",
-        "target",
-        "deadline",
-        "reserve",
-        "default_task_reserve",
-        "confidence",
-        "objective",
-        "price_per_node_hour",
-        "on_infeasible",
-        "default_scale_out",
-        "spark",
-        "flink",
-        "description",
-    }
+    {_YAML_NAMES.get(a, a) for a in SIZING_ARGUMENTS} | {"spark", "flink", "description"}
 )
 
 # Arguments a config may hand to BellamySparkSubmitOperator; the sizing ones are
@@ -84,55 +72,62 @@ SPARK_KEYS: frozenset[str] = frozenset(
         "verbose",
     }
 )
-
-_DURATION_RE = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")
+# The same for BellamyFlinkOperator.
+FLINK_KEYS: frozenset[str] = frozenset(
+    {
+        "application",
+        "application_args",
+        "conf",
+        "entry_class",
+        "flink_conn_id",
+        "wait_for_completion",
+        "deferrable",
+        "poll_interval_s",
+        "job_timeout_s",
+        "submit_timeout_s",
+        "reattach",
+        "cancel_on_kill",
+        "record",
+    }
+)
 
 
 @dataclass(frozen=True)
 class JobConfig:
-    """One job of a pipeline config, validated."""
+    """One job of a pipeline config, validated: its sizing ``spec`` (whose fields read as the
+    job's own, ``job.target_s``) and the arguments of the operator that runs it."""
 
     name: str
-    job_type: str
-    framework: str
-    properties: dict[str, Any]
-    scale_outs: list[int]
-    target_s: float | None = None
-    deadline: str | None = None  # ISO-8601, a template, or "dag" (the DAG's DeadlineAlert)
-    reserve: float | str = 0.0  # seconds or "auto"
-    default_task_reserve_s: float = 0.0
-    confidence: float = 0.9
-    objective: str = "min_scale_out"
-    price_per_node_hour: float | None = None
-    on_infeasible: str = "warn"
-    default_scale_out: int | None = None
+    spec: SizingSpec
     spark: dict[str, Any] = field(default_factory=dict)
     flink: dict[str, Any] = field(default_factory=dict)
     description: str | None = None
     source: str = "<memory>"
 
-    @property
-    def use_dag_deadline(self) -> bool:
-        return self.deadline == "dag"
+    def __getattr__(self, name: str) -> Any:
+        spec = self.__dict__.get("spec")
+        if spec is None or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(spec, name)
 
     def sizing_kwargs(self) -> dict[str, Any]:
         """Keyword arguments shared by every Bellamy sizing operator."""
-        return {
-            "job_type": self.job_type,
-            "framework": self.framework,
-            "properties": dict(self.properties),
-            "scale_outs": list(self.scale_outs),
-            "target": self.target_s,
-            "deadline": None if self.use_dag_deadline else self.deadline,
-            "use_dag_deadline": self.use_dag_deadline,
-            "reserve": self.reserve,
-            "default_task_reserve": self.default_task_reserve_s,
-            "confidence": self.confidence,
-            "objective": self.objective,
-            "price_per_node_hour": self.price_per_node_hour,
-            "on_infeasible": self.on_infeasible,
-            "default_scale_out": self.default_scale_out,
-        }
+        return self.spec.arguments()
+
+    def operator_kwargs(self, framework: str | None, operator: str) -> dict[str, Any]:
+        """Arguments for ``operator``: the sizing ones and, for an operator launching ``framework``
+        jobs, the config's block of that name (``spark:``, ``flink:``) and ``task_id`` = the
+        job's name."""
+        if framework is None:
+            return self.sizing_kwargs()
+        if self.spec.framework != framework:
+            raise InvalidInputError(
+                f"jobs.{self.name}.framework",
+                self.spec.framework,
+                f"{operator} needs {framework}",
+                where=self.source,
+            )
+        return {"task_id": self.name, **self.sizing_kwargs(), **getattr(self, framework)}
 
 
 @dataclass(frozen=True)
@@ -146,70 +141,44 @@ class PipelineConfig:
         return self.jobs[name]
 
 
-def parse_duration(value: Any, field: str, where: str, *, allow_zero: bool = False) -> float:
-    """Seconds from a number or a string like ``90``, ``90s``, ``15m``, ``1h30m``."""
-    if isinstance(value, bool):
+def _refuse_unknown_keys(mapping: Mapping[str, Any], allowed: frozenset[str], p: str, where: str) -> None:
+    unknown = sorted(set(mapping) - allowed)
+    if unknown:
         raise InvalidInputError(
-            field, value, "must be a duration (seconds, or e.g. 90s, 15m, 1h30m)", where=where
+            f"{p}.{unknown[0]}",
+            mapping[unknown[0]],
+            f"unknown key; allowed: {', '.join(sorted(allowed))}",
+            where=where,
         )
-    seconds: float | None = None
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        m = _DURATION_RE.match(value)
-        if m and any(m.groups()):
-            h, mi, s = (float(g) if g else 0.0 for g in m.groups())
-            seconds = h * 3600 + mi * 60 + s
-    if seconds is None or not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+
+
+def _operator_arguments(
+    data: Mapping[str, Any], key: str, allowed: frozenset[str], p: str, where: str
+) -> dict[str, Any]:
+    """The ``spark:`` / ``flink:`` block of a job: arguments of the operator that runs it."""
+    block = data.get(key, {}) or {}
+    if not isinstance(block, Mapping):
+        raise InvalidInputError(f"{p}.{key}", block, "must be a mapping of operator arguments", where=where)
+    _refuse_unknown_keys(block, allowed, f"{p}.{key}", where)
+    if "application_args" in block and not isinstance(block["application_args"], list):
         raise InvalidInputError(
-            field, value, "must be a positive duration (seconds, or e.g. 90s, 15m, 1h30m)", where=where
+            f"{p}.{key}.application_args", block["application_args"], "must be a list", where=where
         )
-    return seconds
-
-
-def _int_ge1(value: Any, field: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInputError(field, value, "must be an integer >= 1", where=where)
-    return value
-
-
-def _scale_outs(value: Any, field: str, where: str) -> list[int]:
-    if isinstance(value, Mapping):
-        extra = set(value) - {"min", "max", "step"}
-        if extra:
-            raise InvalidInputError(
-                f"{field}.{sorted(extra)[0]}", value, "allowed keys: min, max, step", where=where
-            )
-        for key in ("min", "max"):
-            if key not in value:
-                raise InvalidInputError(f"{field}.{key}", None, "is required in a range", where=where)
-        lo = _int_ge1(value["min"], f"{field}.min", where)
-        hi = _int_ge1(value["max"], f"{field}.max", where)
-        step = _int_ge1(value.get("step", 1), f"{field}.step", where)
-        if hi < lo:
-            raise InvalidInputError(f"{field}.max", hi, f"must be >= min ({lo})", where=where)
-        candidates = range(lo, hi + 1, step)
-        if len(candidates) > MAX_CANDIDATES:
-            raise InvalidInputError(
-                f"{field}.max",
-                hi,
-                f"gives {len(candidates):,} candidate scale-outs, more than {MAX_CANDIDATES:,}; "
-                "narrow the range or give a step",
-                where=where,
-            )
-        return list(candidates)
-    if isinstance(value, list):
-        if not value:
-            raise InvalidInputError(field, value, "needs at least one scale-out", where=where)
-        if len(value) > MAX_CANDIDATES:
-            raise InvalidInputError(
-                field, f"<{len(value):,} scale-outs>", f"more than {MAX_CANDIDATES:,} candidates", where=where
-            )
-        out = [_int_ge1(v, f"{field}[{i}]", where) for i, v in enumerate(value)]
-        if len(set(out)) != len(out):
-            raise InvalidInputError(field, value, "has duplicate scale-outs", where=where)
-        return sorted(out)
-    raise InvalidInputError(field, value, "must be a list of integers or {min: .., max: ..}", where=where)
+    if "conf" in block and not isinstance(block["conf"], Mapping):
+        raise InvalidInputError(f"{p}.{key}.conf", block["conf"], "must be a mapping", where=where)
+    application = block.get("application")
+    if application is not None:
+        if not isinstance(application, str) or not application.strip():
+            raise InvalidInputError(f"{p}.{key}.application", application, "must be a file path", where=where)
+        if "{{" not in application:
+            # relative to the config file, so a pipeline folder can be moved as a whole
+            resolved = (Path(where).resolve().parent / application).resolve()
+            if not resolved.is_file():
+                raise InvalidInputError(
+                    f"{p}.{key}.application", application, f"no such file ({resolved})", where=where
+                )
+            block = {**block, "application": str(resolved)}
+    return dict(block)
 
 
 def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) -> JobConfig:
@@ -217,181 +186,28 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
     if not isinstance(raw, Mapping):
         raise InvalidInputError(p, raw, "must be a mapping of settings", where=where)
     data = {**defaults, **raw}
-    unknown = sorted(set(data) - JOB_KEYS)
-    if unknown:
-        raise InvalidInputError(
-            f"{p}.{unknown[0]}",
-            data[unknown[0]],
-            f"unknown key; allowed: {', '.join(sorted(JOB_KEYS))}",
-            where=where,
-        )
-
-    def text(key: str, default: str | None) -> str | None:
-        value = data.get(key, default)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidInputError(f"{p}.{key}", value, "must be a non-empty string", where=where)
-        return value.strip()
-
-    job_type = text("job_type", name)
-    framework = (text("framework", None) or "").lower()
-    if not framework:
+    _refuse_unknown_keys(data, JOB_KEYS, p, where)
+    if data.get("framework") is None:
         raise InvalidInputError(f"{p}.framework", None, "is required (spark or flink)", where=where)
+    arguments = {a: data[_YAML_NAMES.get(a, a)] for a in SIZING_ARGUMENTS if _YAML_NAMES.get(a, a) in data}
+    arguments.setdefault("job_type", name)
+    spec = SizingSpec.parse(
+        arguments,
+        where=where,
+        prefix=f"{p}.",
+        names=_YAML_NAMES,
+        defer_templates=True,
+        # as BellamyFlinkOperator's: without scale_out, 1 … the cluster's task slots at launch
+        require_scale_outs=str(data["framework"]).strip().lower() != "flink",
+    )
 
-    properties = data.get("properties", {}) or {}
-    if not isinstance(properties, Mapping):
-        raise InvalidInputError(
-            f"{p}.properties", properties, "must be a mapping of property to value", where=where
-        )
-    for key, value in properties.items():
-        if key in ("scale_out", "runtime_s"):
-            raise InvalidInputError(
-                f"{p}.properties.{key}", value, "is not a context property (it is set by sizing)", where=where
-            )
-        # refused here what no job type's runs could make acceptable; the conversion to what
-        # the job type's runs hold happens when the operator sizes (records.conform_context)
-        conform_property(value, None, field=f"{p}.properties.{key}", where=where)
-
-    if "scale_out" not in data:
-        raise InvalidInputError(
-            f"{p}.scale_out", None, "is required: a list or {min: .., max: ..}", where=where
-        )
-    scale_outs = _scale_outs(data["scale_out"], f"{p}.scale_out", where)
-
-    target_s = None
-    if data.get("target") is not None:
-        target_s = parse_duration(data["target"], f"{p}.target", where)
-    deadline = data.get("deadline")
-    if deadline is not None:
-        if hasattr(deadline, "isoformat"):  # YAML timestamps arrive as datetimes
-            from airflow_provider_bellamy.deadlines import parse_deadline
-
-            try:
-                deadline = parse_deadline(deadline, f"{p}.deadline").isoformat()
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"{p}.deadline", data["deadline"], exc.problem, where=where) from None
-        elif not isinstance(deadline, str) or not deadline.strip():
-            raise InvalidInputError(
-                f"{p}.deadline", deadline, "must be an ISO-8601 datetime, a template, or 'dag'", where=where
-            )
-        elif deadline != "dag" and "{{" not in deadline:
-            from airflow_provider_bellamy.deadlines import parse_deadline
-
-            try:
-                deadline = parse_deadline(deadline, f"{p}.deadline").isoformat()
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"{p}.deadline", data["deadline"], exc.problem, where=where) from None
-    if target_s is not None and deadline is not None:
-        raise InvalidInputError(
-            f"{p}.deadline", deadline, "give either target or deadline, not both", where=where
-        )
-
-    reserve: float | str = 0.0
-    if data.get("reserve") is not None:
-        if data["reserve"] == "auto":
-            reserve = "auto"
-        else:
-            reserve = parse_duration(data["reserve"], f"{p}.reserve", where, allow_zero=True)
-        if deadline is None:
-            raise InvalidInputError(
-                f"{p}.reserve", data["reserve"], "only applies with a deadline", where=where
-            )
-    default_task_reserve_s = 0.0
-    if data.get("default_task_reserve") is not None:
-        default_task_reserve_s = parse_duration(
-            data["default_task_reserve"], f"{p}.default_task_reserve", where, allow_zero=True
-        )
-
-    confidence = validate_confidence(data.get("confidence", 0.9), field=f"{p}.confidence", where=where)
-    objective = data.get("objective", "min_scale_out")
-    if objective not in OBJECTIVES:
-        raise InvalidInputError(
-            f"{p}.objective", objective, f"must be one of {', '.join(OBJECTIVES)}", where=where
-        )
-    price = data.get("price_per_node_hour")
-    if price is not None and (
-        isinstance(price, bool)
-        or not isinstance(price, (int, float))
-        or not math.isfinite(price)
-        or price < 0
-    ):
-        raise InvalidInputError(f"{p}.price_per_node_hour", price, "must be a number >= 0", where=where)
-    if objective == "min_cost" and price is None:
-        raise InvalidInputError(
-            f"{p}.price_per_node_hour", None, "is required with objective min_cost", where=where
-        )
-    on_infeasible = str(data.get("on_infeasible", "warn")).replace("_", "-")
-    if on_infeasible not in ON_INFEASIBLE:
-        raise InvalidInputError(
-            f"{p}.on_infeasible",
-            data.get("on_infeasible"),
-            f"must be one of {', '.join(ON_INFEASIBLE)}",
-            where=where,
-        )
-    default_scale_out = data.get("default_scale_out")
-    if default_scale_out is not None:
-        default_scale_out = _int_ge1(default_scale_out, f"{p}.default_scale_out", where)
-        if default_scale_out not in scale_outs:
-            raise InvalidInputError(
-                f"{p}.default_scale_out",
-                default_scale_out,
-                f"must be one of scale_out {scale_outs}",
-                where=where,
-            )
-
-    spark = data.get("spark", {}) or {}
-    if not isinstance(spark, Mapping):
-        raise InvalidInputError(f"{p}.spark", spark, "must be a mapping of operator arguments", where=where)
-    bad = sorted(set(spark) - SPARK_KEYS)
-    if bad:
-        raise InvalidInputError(
-            f"{p}.spark.{bad[0]}",
-            spark[bad[0]],
-            f"unknown key; allowed: {', '.join(sorted(SPARK_KEYS))}",
-            where=where,
-        )
-    if "application_args" in spark and not isinstance(spark["application_args"], list):
-        raise InvalidInputError(
-            f"{p}.spark.application_args", spark["application_args"], "must be a list", where=where
-        )
-    if "conf" in spark and not isinstance(spark["conf"], Mapping):
-        raise InvalidInputError(f"{p}.spark.conf", spark["conf"], "must be a mapping", where=where)
-    application = spark.get("application")
-    if application is not None:
-        if not isinstance(application, str) or not application.strip():
-            raise InvalidInputError(f"{p}.spark.application", application, "must be a file path", where=where)
-        if "{{" not in application:
-            # relative to the config file, so a pipeline folder can be moved as a whole
-            resolved = (Path(where).resolve().parent / application).resolve()
-            if not resolved.is_file():
-                raise InvalidInputError(
-                    f"{p}.spark.application", application, f"no such file ({resolved})", where=where
-                )
-            spark = {**spark, "application": str(resolved)}
-    flink = data.get("flink", {}) or {}
-    if not isinstance(flink, Mapping):
-        raise InvalidInputError(f"{p}.flink", flink, "must be a mapping of operator arguments", where=where)
-
+    spark = _operator_arguments(data, "spark", SPARK_KEYS, p, where)
+    flink = _operator_arguments(data, "flink", FLINK_KEYS, p, where)
+    description = data.get("description")
+    if description is not None:
+        description = validate_label(description, f"{p}.description", where=where)
     return JobConfig(
-        name=name,
-        job_type=job_type or name,
-        framework=framework,
-        properties=dict(properties),
-        scale_outs=scale_outs,
-        target_s=target_s,
-        deadline=deadline,
-        reserve=reserve,
-        default_task_reserve_s=default_task_reserve_s,
-        confidence=float(confidence),
-        objective=objective,
-        price_per_node_hour=None if price is None else float(price),
-        on_infeasible=on_infeasible,
-        default_scale_out=default_scale_out,
-        spark=dict(spark),
-        flink=dict(flink),
-        description=text("description", None),
-        source=where,
+        name=name, spec=spec, spark=dict(spark), flink=dict(flink), description=description, source=where
     )
 
 

@@ -55,8 +55,6 @@ from airflow_provider_bellamy.exceptions import InvalidInputError
 # produces a decision (infeasible, fastest candidate) instead of an invalid target.
 MIN_TARGET_S = 0.001
 
-RESERVE_AUTO = "auto"
-
 
 class DeadlineNotRecomputableError(InvalidInputError):
     """The DAG's DeadlineAlert uses a reference that a running task cannot evaluate."""
@@ -102,24 +100,10 @@ def utcnow() -> dt.datetime:
 
 
 def to_seconds(value: Any, field: str, *, allow_zero: bool = False) -> float:
-    """Seconds from a number, a numeric string (templates render strings) or a ``timedelta``."""
-    if isinstance(value, bool) or value is None:
-        raise InvalidInputError(field, value, "must be a number of seconds or a timedelta")
-    if isinstance(value, dt.timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        try:
-            seconds = float(value.strip())
-        except ValueError:
-            raise InvalidInputError(field, value, "must be a number of seconds or a timedelta") from None
-    else:
-        raise InvalidInputError(field, value, "must be a number of seconds or a timedelta")
-    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidInputError(field, value, f"must be a finite duration {bound} seconds")
-    return seconds
+    """Seconds from a number, a ``timedelta`` or text (``"90"``, ``"15m"``: templates render text)."""
+    from airflow_provider_bellamy.spec import parse_duration
+
+    return parse_duration(value, field, allow_zero=allow_zero)
 
 
 def parse_deadline(value: Any, field: str = "deadline") -> dt.datetime:

@@ -26,15 +26,14 @@ from airflow_provider_bellamy.records import (
     successful_runs,
     validate_int,
     validate_label,
-    validate_scale_out,
 )
 
 # the names size(), predict() and _request() below use
-from airflow_provider_bellamy.records import validate_job_type as _job_type
 from airflow_provider_bellamy.records import validate_provenance as _provenance
 from airflow_provider_bellamy.resolution import Request as _Request
 from airflow_provider_bellamy.resolution import Resolved as _Resolved
 from airflow_provider_bellamy.retraining import DEFAULT_HOLDOUT_FRACTION, TrainReport
+from airflow_provider_bellamy.spec import SizingSpec
 from airflow_provider_bellamy.store import (
     DecisionRepository,
     ModelRepository,
@@ -255,7 +254,15 @@ class Bellamy:
         framework: str | None = None,
     ) -> Prediction:
         """Runtime per candidate scale-out with a band at ``confidence``."""
-        req = self._request(job_type, context, scale_outs, confidence, framework)
+        req = self._request(
+            _spec(
+                job_type=job_type,
+                properties=context,
+                scale_outs=scale_outs,
+                confidence=confidence,
+                framework=framework,
+            )
+        )
         prediction, resolved = self._finite_band(req, self._resolve(req))
         if prediction is None:
             why = (resolved.fallback_reason or "no model").removesuffix(": default scale-out")
@@ -282,17 +289,21 @@ class Bellamy:
         """Choose a scale-out for the target and store the decision (``decision_id`` set)."""
         from airflow_provider_bellamy import sizing
 
-        req = self._request(job_type, context, scale_outs, confidence, framework)
-        target = sizing.validate_target(target_s)
-        objective = sizing.validate_objective(objective)
-        price = sizing.validate_price(price_per_node_hour)
-        if default_scale_out is not None:
-            default_scale_out = validate_scale_out(default_scale_out, field="default_scale_out")
-            if default_scale_out not in req.scale_outs:
-                raise InvalidInputError(
-                    "default_scale_out", default_scale_out, f"must be one of the candidates {req.scale_outs}"
-                )
+        spec = _spec(
+            job_type=job_type,
+            properties=context,
+            scale_outs=scale_outs,
+            target=target_s,
+            confidence=confidence,
+            objective=objective,
+            price_per_node_hour=price_per_node_hour,
+            default_scale_out=default_scale_out,
+            framework=framework,
+        )
+        target, objective, price = spec.target_s, spec.objective, spec.price_per_node_hour
+        default_scale_out = spec.default_scale_out
         prov = _provenance(provenance)
+        req = self._request(spec)
         prediction, resolved = self._finite_band(req, self._resolve(req))
         if prediction is not None:
             decision = sizing.decide(
@@ -332,7 +343,13 @@ class Bellamy:
         ``decision_id``: a launch's fallback where sizing could not answer (a job type the store
         does not know, sizing that failed), so that every launch has its decision row."""
         req = self._request(
-            decision.job_type, decision.context, scale_outs, decision.confidence, decision.framework
+            _spec(
+                job_type=decision.job_type,
+                properties=decision.context,
+                scale_outs=scale_outs,
+                confidence=decision.confidence,
+                framework=decision.framework,
+            )
         )
         return self._store_decision(decision, req, None, _provenance(provenance))
 
@@ -341,17 +358,18 @@ class Bellamy:
     ) -> SizingDecision:
         return resolution.store_decision(self.store, decision, req, model_version_id, prov)
 
-    def _request(
-        self, job_type: Any, context: Any, scale_outs: Any, confidence: Any, framework: Any
-    ) -> _Request:
-        from airflow_provider_bellamy import sizing
-
-        job = _job_type(job_type)
-        candidates = sizing.validate_scale_outs(scale_outs)  # lists, tuples, ranges, arrays, Series
-        conf = sizing.validate_confidence(confidence)
-        fw = None if framework is None else validate_label(framework, "framework").lower()
-        ctx = self._conform(job, context)
-        return _Request(job, ctx, context_fingerprint(job, ctx), candidates, conf, fw)
+    def _request(self, spec: SizingSpec) -> _Request:
+        """A parsed request, its context conformed to what the job type's stored runs hold."""
+        assert spec.scale_outs is not None  # required by _spec
+        ctx = self._conform(spec.job_type, spec.properties)
+        return _Request(
+            spec.job_type,
+            ctx,
+            context_fingerprint(spec.job_type, ctx),
+            spec.scale_outs,
+            spec.confidence,
+            spec.framework,
+        )
 
     def _finite_band(self, req: _Request, resolved: _Resolved) -> tuple[Prediction | None, _Resolved]:
         return resolution.finite_band(self.store, req, resolved)
@@ -487,3 +505,20 @@ class Bellamy:
         for set_name in sets if name == "all" else [name]:
             added[set_name] = len(self.import_runs(load_traces(set_name), append=append, skip_stored=True))
         return added
+
+
+# The façade's arguments that are named otherwise than the operators' (in its errors).
+_FACADE_NAMES = {"properties": "context", "target": "target_s"}
+
+
+def _spec(**arguments: Any) -> SizingSpec:
+    """The sizing arguments of a ``size``/``predict`` call, parsed as the operators' and the YAML's."""
+    try:
+        return SizingSpec.parse(arguments, names=_FACADE_NAMES)
+    except InvalidInputError as exc:
+        if not exc.field.startswith("scale_outs["):
+            raise
+        # the API names the argument it was given, with the whole list (as records' checks do)
+        raise InvalidInputError(
+            "scale_outs", arguments["scale_outs"], f"{exc.field}: {exc.problem}"
+        ) from None

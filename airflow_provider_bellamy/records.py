@@ -473,13 +473,11 @@ def is_missing(value: Any) -> bool:
     return type(value).__name__ in ("NaTType", "NAType")
 
 
-def validate_job_type(value: Any, where: str | None = None) -> str:
+def validate_job_type(value: Any, where: str | None = None, *, field: str = "job_type") -> str:
     """A job type a run or a request may name: a label, not the reserved ``ALL_JOB_TYPES``."""
-    job = validate_label(value, "job_type", where=where)
+    job = validate_label(value, field, where=where)
     if job == ALL_JOB_TYPES:
-        raise InvalidInputError(
-            "job_type", job, "is reserved: it names the model of every job type", where=where
-        )
+        raise InvalidInputError(field, job, "is reserved: it names the model of every job type", where=where)
     return job
 
 

@@ -12,52 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_bellamy.decisions import (
-    OBJECTIVES,
     Candidate,
     Prediction,
     SizingDecision,
     format_confidence,
 )
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import validate_confidence, validate_scale_out, validate_scale_out_list
-
-
-def validate_target(target_s: Any, *, field: str = "target_s") -> float | None:
-    if target_s is None:
-        return None
-    if isinstance(target_s, bool):
-        raise InvalidInputError(field, target_s, "must be a number of seconds > 0")
-    try:
-        value = float(target_s)
-    except (TypeError, ValueError):
-        raise InvalidInputError(field, target_s, "must be a number of seconds > 0") from None
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidInputError(field, target_s, "must be a finite number of seconds > 0")
-    return value
-
-
-def validate_objective(objective: Any) -> str:
-    if objective not in OBJECTIVES:
-        raise InvalidInputError("objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
-    return str(objective)
-
-
-def validate_price(price: Any) -> float | None:
-    if price is None:
-        return None
-    if (
-        isinstance(price, bool)
-        or not isinstance(price, (int, float))
-        or not math.isfinite(price)
-        or price < 0
-    ):
-        raise InvalidInputError("price_per_node_hour", price, "must be a finite number >= 0")
-    return float(price)
-
-
-def validate_scale_outs(scale_outs: Any) -> list[int]:
-    """Candidate scale-outs, sorted and without repeats (the order of candidates is the policy's)."""
-    return sorted(set(validate_scale_out_list(scale_outs)))
+from airflow_provider_bellamy.records import validate_confidence, validate_scale_out
+from airflow_provider_bellamy.spec import parse_objective, parse_price, parse_target
+from airflow_provider_bellamy.spec import parse_scale_outs as validate_scale_outs
 
 
 def _candidates(prediction: Prediction, target_s: float | None, price: float | None) -> list[Candidate]:
@@ -98,9 +61,9 @@ def decide(
     Without a target, ``min_scale_out``/``min_cost`` pick the cheapest candidate.
     No candidate meets the target → ``feasible=False``, the fastest candidate, and the shortfall.
     """
-    target = validate_target(target_s)
-    objective = validate_objective(objective)
-    price = validate_price(price_per_node_hour)
+    target = parse_target(target_s)
+    objective = parse_objective(objective)
+    price = parse_price(price_per_node_hour)
     cands = _candidates(prediction, target, price)
     if not cands:
         raise InvalidInputError("scale_outs", [], "must not be empty")
@@ -180,12 +143,13 @@ def default_decision(
     """No model can answer (no model, < 2 distinct observed scale-outs): a configured default.
 
     ``default_scale_out`` None → the largest candidate, the choice least likely to miss.
-    ``feasible`` is True because nothing says otherwise; the reason says why.
+    ``feasible`` is False: nothing checked the size against the target (as the operators'
+    own fallback when the store cannot answer); ``shortfall_s`` stays None, there is no figure.
     """
     values = validate_scale_outs(list(scale_outs))
-    target = validate_target(target_s)
+    target = parse_target(target_s)
     confidence = validate_confidence(confidence)
-    objective = validate_objective(objective)
+    objective = parse_objective(objective)
     chosen = (
         max(values)
         if default_scale_out is None
@@ -206,7 +170,7 @@ def default_decision(
     return SizingDecision(
         job_type=job_type,
         chosen_scale_out=chosen,
-        feasible=True,
+        feasible=False,
         reason=f"default scale-out {chosen}: {reason}",
         target_s=target,
         confidence=confidence,
@@ -216,6 +180,6 @@ def default_decision(
         framework=framework,
         model_version=None,
         fallback_reason=reason,
-        price_per_node_hour=validate_price(price_per_node_hour),
+        price_per_node_hour=parse_price(price_per_node_hour),
         requested_confidence=confidence,
     )

@@ -151,3 +151,11 @@ def test_an_unbounded_band_everywhere_chooses_the_largest() -> None:
     pred = Prediction("grep", [2, 4, 8], [10.0, 6.0, 5.0], [1.0, 1.0, 1.0], [inf, inf, inf], 0.9)
     d = decide(pred, target_s=60)
     assert not d.feasible and d.chosen_scale_out == 8
+
+
+def test_a_default_decision_is_not_feasible_nothing_checked_it() -> None:
+    # as the operators' own fallback (tests/airflow/test_sizing_operator.py): no prediction met the
+    # target, so the decision cannot say it does; it has no shortfall either (no figure)
+    for target in (60, None):
+        d = default_decision("grep", [2, 8], 2, "no model", target_s=target, confidence=0.9)
+        assert not d.feasible and d.shortfall_s is None and d.chosen_scale_out == 2

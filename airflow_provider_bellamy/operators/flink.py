@@ -40,7 +40,6 @@ from airflow_provider_bellamy.hooks.flink import (
     JobEndpointUnreachableError,
 )
 from airflow_provider_bellamy.operators.sizing import (
-    DEFAULT_SIZING_TIMEOUT_S,
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
@@ -66,11 +65,10 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
 
     :param application: path of a PyFlink script (``.py``) or a job jar (``.jar``).
     :param application_args: arguments after the script/jar.
-    :param job_type: the job's name in the model store.
-    :param properties: the context (per-node values, data size, job arguments …).
-    :param scale_outs: candidate parallelisms; default 1 … the cluster's total task slots.
-    :param target: / ``deadline`` / ``use_dag_deadline`` / ``reserve``: the runtime target,
-        as for ``BellamySizingOperator``.
+
+    and the sizing arguments of ``BellamySizingMixin``; ``scale_outs`` (candidate parallelisms)
+    defaults to 1 … the cluster's total task slots.
+
     :param conf: Flink options passed as ``-D key=value``.
     :param entry_class: main class of a jar (``-c``).
     :param flink_conn_id: a ``flink`` connection (JobManager REST host/port).
@@ -89,29 +87,15 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json", "conf": "json"}
     ui_color = "#f6e3f0"
     _bellamy_records_itself: ClassVar[bool] = True
+    bellamy_framework: ClassVar[str | None] = "flink"
+    # scale_outs None: 1 … the cluster's total task slots, read at launch
+    bellamy_candidates_at_launch: ClassVar[bool] = True
 
     def __init__(
         self,
         *,
         application: str,
-        job_type: str,
         application_args: Sequence[str] | None = None,
-        properties: Mapping[str, Any] | str | None = None,
-        scale_outs: Sequence[int] | str | None = None,
-        target: float | dt.timedelta | str | None = None,
-        deadline: Any = None,
-        use_dag_deadline: bool = False,
-        deadline_alert_name: str | None = None,
-        reserve: float | dt.timedelta | str = 0.0,
-        default_task_reserve: float | dt.timedelta = 0.0,
-        confidence: float | str = 0.9,
-        objective: str = "min_scale_out",
-        price_per_node_hour: float | None = None,
-        on_infeasible: str = "warn",
-        default_scale_out: int | str | None = None,
-        bellamy_conn_id: str = "bellamy_default",
-        connect_timeout_s: float | None = None,
-        sizing_timeout_s: float = DEFAULT_SIZING_TIMEOUT_S,
         conf: Mapping[str, Any] | None = None,
         entry_class: str | None = None,
         flink_conn_id: str = FlinkHook.default_conn_name,
@@ -126,28 +110,6 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self._init_sizing(
-            job_type=job_type,
-            framework="flink",
-            properties=properties,
-            scale_outs=scale_outs if scale_outs is not None else [1],
-            target=target,
-            deadline=deadline,
-            use_dag_deadline=use_dag_deadline,
-            deadline_alert_name=deadline_alert_name,
-            reserve=reserve,
-            default_task_reserve=default_task_reserve,
-            confidence=confidence,
-            objective=objective,
-            price_per_node_hour=price_per_node_hour,
-            on_infeasible=on_infeasible,
-            default_scale_out=default_scale_out,
-            bellamy_conn_id=bellamy_conn_id,
-            connect_timeout_s=connect_timeout_s,
-            sizing_timeout_s=sizing_timeout_s,
-        )
-        # None: the candidates are read from the cluster at launch.
-        self.scale_outs = scale_outs
         if not isinstance(application, str) or not application.strip():
             raise InvalidInputError("application", application, "must be the path of a .py script or a .jar")
         if poll_interval_s <= 0:

@@ -21,21 +21,25 @@ Importing this module imports neither torch nor pandas.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import datetime as dt
-import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.bases.operator import BaseOperatorMeta
 
-from airflow_provider_bellamy.config import ON_INFEASIBLE
-from airflow_provider_bellamy.decisions import OBJECTIVES
 from airflow_provider_bellamy.exceptions import InfeasibleTargetError, InvalidInputError, StoreError
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
+from airflow_provider_bellamy.spec import (
+    RESERVE_AUTO,
+    SIZING_ARGUMENTS,
+    TEMPLATED_ARGUMENTS,
+    SizingSpec,
+    parse_properties,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -44,16 +48,7 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.deadlines import RuntimeTarget
     from airflow_provider_bellamy.decisions import SizingDecision
 
-SIZING_TEMPLATE_FIELDS: tuple[str, ...] = (
-    "job_type",
-    "properties",
-    "scale_outs",
-    "target",
-    "deadline",
-    "reserve",
-    "confidence",
-    "default_scale_out",
-)
+SIZING_TEMPLATE_FIELDS: tuple[str, ...] = TEMPLATED_ARGUMENTS
 
 DEFAULT_SIZING_TIMEOUT_S = 60.0
 
@@ -108,142 +103,124 @@ RESERVE_QUANTILE = 0.9
 RESERVE_HISTORY = 20
 
 
-def coerce_scale_outs(value: Any, field: str = "scale_outs") -> list[int]:
-    """Candidate scale-outs from a list, a range, or a rendered template string like ``"[1, 2, 4]"``."""
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            value = json.loads(text)
-        except ValueError:
-            try:
-                value = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                raise InvalidInputError(field, text, "must be a list of integers >= 1") from None
-    if isinstance(value, range):
-        value = list(value)
-    if not isinstance(value, (list, tuple)) or not value:
-        raise InvalidInputError(field, value, "must be a non-empty list of integers >= 1")
-    out: list[int] = []
-    for i, item in enumerate(value):
-        try:
-            number = int(item) if not isinstance(item, bool) else None
-        except (TypeError, ValueError):
-            number = None
-        if number is None or number < 1 or str(item).strip() not in (str(number), f"{number}.0"):
-            raise InvalidInputError(f"{field}[{i}]", item, "must be an integer >= 1")
-        out.append(number)
-    if len(set(out)) != len(out):
-        raise InvalidInputError(field, value, "has duplicate scale-outs")
-    return sorted(out)
-
-
-def _coerce_float(value: Any, field: str, lo: float | None = None, hi: float | None = None) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(field, value, "must be a number") from None
-    if (lo is not None and number <= lo) or (hi is not None and number >= hi):
-        raise InvalidInputError(field, value, f"must be in ({lo}, {hi})")
-    return number
-
-
 def _coerce_properties(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise InvalidInputError("properties", value, "must be a mapping (or its JSON)") from None
-    if not isinstance(value, Mapping):
-        raise InvalidInputError("properties", value, "must be a mapping of property to value")
-    return dict(value)
+    """The rendered ``properties`` argument as a mapping (see ``SizingSpec``)."""
+    return parse_properties(value)
 
 
-class BellamySizingMixin(BellamyRecordingMixin):
-    """Sizing parameters and the launch-time sizing shared by the Bellamy operators."""
+class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
+    """The sizing arguments and the launch-time sizing shared by the Bellamy operators.
+
+    A cooperative ``__init__``: it takes the sizing arguments (``SizingSpec``'s, plus the store
+    connection and the time budget) and hands the others on. Values templates may fill are
+    checked once rendered (``sizing_spec`` in ``execute``); the others now, so a broken DAG fails
+    at parse time. The metaclass applies the DAG's ``default_args`` to these arguments as to any
+    operator's own.
+
+    :param job_type: the job's name in the model store, e.g. ``"grep"``.
+    :param scale_outs: the candidate scale-outs: a list, a range ``{"min": 1, "max": 8}``, or a
+        template rendering to one.
+    :param properties: the context (per-node values, data size, job arguments …).
+    :param framework: ``spark`` | ``flink`` (the launching operators fix their own).
+    :param target: runtime target: seconds, ``timedelta`` or text like ``"15m"``.
+    :param deadline: absolute deadline (aware datetime or ISO-8601 string; templated), or
+        ``"dag"``: the DAG's ``DeadlineAlert`` (as ``use_dag_deadline=True``).
+    :param use_dag_deadline: take the deadline from the DAG's ``DeadlineAlert``
+        (``deadline_alert_name`` picks one of several).
+    :param reserve: a duration to leave for the tasks after the sized one, or ``"auto"``:
+        predicted from their durations in earlier runs (Airflow's task instances, else the
+        store; ``default_task_reserve`` for a task with neither). Only with a deadline.
+    :param confidence: the probability the chosen size meets the target, in [0.5, 1).
+    :param objective: ``min_scale_out`` | ``min_cost`` (needs ``price_per_node_hour``) | ``fastest``.
+    :param on_infeasible: ``fail`` | ``warn`` | ``run-max``.
+    :param default_scale_out: the size to use when no model can answer.
+    :param bellamy_conn_id: the store's connection; ``connect_timeout_s`` bounds opening it and
+        ``sizing_timeout_s`` the sizing after it.
+    """
 
     _bellamy_sizing: ClassVar[bool] = True
+    # the framework an operator launches (None: the ``framework`` argument, default spark)
+    bellamy_framework: ClassVar[str | None] = None
+    # the candidates may be left to launch time (the Flink operator reads the cluster's slots)
+    bellamy_candidates_at_launch: ClassVar[bool] = False
 
-    def _init_sizing(
+    def __init__(
         self,
         *,
         job_type: str,
-        framework: str,
-        properties: Mapping[str, Any] | str | None,
-        scale_outs: Sequence[int] | str,
-        target: float | dt.timedelta | str | None,
-        deadline: Any,
-        use_dag_deadline: bool,
-        deadline_alert_name: str | None,
-        reserve: float | dt.timedelta | str,
-        default_task_reserve: float | dt.timedelta,
-        confidence: float | str,
-        objective: str,
-        price_per_node_hour: float | None,
-        on_infeasible: str,
-        default_scale_out: int | str | None,
-        bellamy_conn_id: str,
-        connect_timeout_s: float | None,
-        sizing_timeout_s: float,
+        scale_outs: Sequence[int] | Mapping[str, int] | str | None = None,
+        properties: Mapping[str, Any] | str | None = None,
+        framework: str | None = None,
+        target: float | dt.timedelta | str | None = None,
+        deadline: Any = None,
+        use_dag_deadline: bool = False,
+        deadline_alert_name: str | None = None,
+        reserve: float | dt.timedelta | str = 0.0,
+        default_task_reserve: float | dt.timedelta | str = 0.0,
+        confidence: float | str = 0.9,
+        objective: str = "min_scale_out",
+        price_per_node_hour: float | str | None = None,
+        on_infeasible: str = "warn",
+        default_scale_out: int | str | None = None,
+        bellamy_conn_id: str = "bellamy_default",
+        connect_timeout_s: float | None = None,
+        sizing_timeout_s: float = DEFAULT_SIZING_TIMEOUT_S,
+        **kwargs: Any,
     ) -> None:
-        if not isinstance(job_type, str) or not job_type.strip():
-            raise InvalidInputError("job_type", job_type, "must be a non-empty string")
-        if objective not in OBJECTIVES:
-            raise InvalidInputError("objective", objective, f"must be one of {', '.join(OBJECTIVES)}")
-        on_infeasible = str(on_infeasible).replace("_", "-")
-        if on_infeasible not in ON_INFEASIBLE:
-            raise InvalidInputError(
-                "on_infeasible", on_infeasible, f"must be one of {', '.join(ON_INFEASIBLE)}"
-            )
-        if objective == "min_cost" and price_per_node_hour is None:
-            raise InvalidInputError("price_per_node_hour", None, "is required with objective min_cost")
-        # Values that templates may fill are validated after rendering (in execute);
-        # plain values are checked now so a broken DAG fails at parse time.
-        if not _templated(scale_outs):
-            coerce_scale_outs(scale_outs)
-        if not _templated(confidence):
-            _coerce_float(confidence, "confidence", 0.0, 1.0)
-        self.job_type = job_type
-        self.framework = framework
-        self.properties = properties if properties is not None else {}
-        self.scale_outs = scale_outs
-        self.target = target
-        self.deadline = deadline
-        self.use_dag_deadline = use_dag_deadline
-        self.deadline_alert_name = deadline_alert_name
-        self.reserve = reserve
-        self.default_task_reserve = default_task_reserve
-        self.confidence = confidence
-        self.objective = objective
-        self.price_per_node_hour = price_per_node_hour
-        self.on_infeasible = on_infeasible
-        self.default_scale_out = default_scale_out
+        fixed = self.bellamy_framework
+        if fixed is not None and framework not in (None, fixed):
+            raise InvalidInputError("framework", framework, f"{type(self).__name__} launches {fixed} jobs")
+        framework = framework or fixed or "spark"
+        given = locals()  # the arguments above, by name: SizingSpec's list is the one list
+        arguments = {name: given[name] for name in SIZING_ARGUMENTS}
+        SizingSpec.parse(
+            arguments, defer_templates=True, require_scale_outs=not self.bellamy_candidates_at_launch
+        )
+        super().__init__(**kwargs)
+        for name, value in arguments.items():
+            setattr(self, name, value)
+        if properties is None:
+            self.properties = {}
         self.bellamy_conn_id = bellamy_conn_id
         self.connect_timeout_s = connect_timeout_s
         self.sizing_timeout_s = sizing_timeout_s
 
+    @classmethod
+    def from_config(cls, job: JobConfig, **kwargs: Any) -> Any:
+        """An operator for ``job`` of a pipeline config; ``kwargs`` override or add arguments
+        (``task_id`` defaults to the job's name for the operators that launch the job)."""
+        return cls(**{**job.operator_kwargs(cls.bellamy_framework, cls.__name__), **kwargs})
+
+    def sizing_spec(self) -> SizingSpec:
+        """The sizing arguments as rendered for this try, parsed (refused naming field and value)."""
+        return SizingSpec.parse({name: getattr(self, name) for name in SIZING_ARGUMENTS})
+
     # -- launch-time sizing ------------------------------------------------------------
 
-    def resolve_target(self, context: Context, facade: Any | None = None) -> RuntimeTarget:
+    def resolve_target(
+        self, context: Context, facade: Any | None = None, spec: SizingSpec | None = None
+    ) -> RuntimeTarget:
         """The runtime target in seconds for this launch (see ``deadlines``)."""
         from airflow_provider_bellamy import deadlines
 
+        spec = spec or self.sizing_spec()
         dag_deadline_at = None
-        if self.use_dag_deadline:
+        if spec.use_dag_deadline:
             dag = context.get("dag") or getattr(self, "dag", None)
-            dag_deadline_at = deadlines.dag_deadline(dag, context, alert_name=self.deadline_alert_name)
+            dag_deadline_at = deadlines.dag_deadline(dag, context, alert_name=spec.deadline_alert_name)
         reserve_s = 0.0
         unknown: list[str] = []
         sources: dict[str, str] = {}
-        has_deadline = bool(self.deadline) or dag_deadline_at is not None
-        if has_deadline and self.reserve == deadlines.RESERVE_AUTO:
-            reserve_s, unknown, sources = self._predicted_reserve(context, facade)
-        elif has_deadline and self.reserve not in (None, ""):
-            reserve_s = deadlines.to_seconds(self.reserve, "reserve", allow_zero=True)
+        has_deadline = spec.deadline is not None or dag_deadline_at is not None
+        if has_deadline and spec.reserve == RESERVE_AUTO:
+            reserve_s, unknown, sources = self._predicted_reserve(
+                context, facade, spec.default_task_reserve_s
+            )
+        elif has_deadline:
+            reserve_s = float(spec.reserve)
         return deadlines.runtime_target(
-            target=self.target,
-            deadline=self.deadline,
+            target=spec.target_s,
+            deadline=spec.deadline,
             dag_deadline_at=dag_deadline_at,
             reserve_s=reserve_s,
             unknown_reserve_tasks=unknown,
@@ -251,7 +228,7 @@ class BellamySizingMixin(BellamyRecordingMixin):
         )
 
     def _predicted_reserve(
-        self, context: Context, facade: Any | None
+        self, context: Context, facade: Any | None, default_s: float
     ) -> tuple[float, list[str], dict[str, str]]:
         """The longest downstream path, each task costing the p90 of its last durations: first
         Airflow's own task instances (``task_history``), else the runs recorded in the store,
@@ -262,9 +239,6 @@ class BellamySizingMixin(BellamyRecordingMixin):
 
         task = context.get("task") or self
         dag = getattr(task, "dag", None)
-        default_s = deadlines.to_seconds(
-            self.default_task_reserve or 0, "default_task_reserve", allow_zero=True
-        )
         if dag is None:
             return 0.0, [], {}
 
@@ -330,36 +304,39 @@ class BellamySizingMixin(BellamyRecordingMixin):
             "try_number": ti.try_number,
         }
 
-    def _fallback(self, reason: str, scale_outs: list[int], target_s: float | None, confidence: float) -> Any:
+    def _fallback(self, reason: str, spec: SizingSpec, target_s: float | None) -> Any:
+        """The decision when no model answered: nothing checked it against the target, so it is
+        not ``feasible`` (as ``sizing.default_decision``)."""
         from airflow_provider_bellamy.decisions import SizingDecision
 
-        if self.default_scale_out not in (None, ""):
-            chosen = int(self.default_scale_out)
+        assert spec.scale_outs is not None
+        if spec.default_scale_out is not None:
+            chosen = spec.default_scale_out
             why = f"no model answer ({reason}); using default_scale_out={chosen}"
-        elif self.on_infeasible == "fail":
+        elif spec.on_infeasible == "fail":
             raise InfeasibleTargetError(
-                f"job {self.job_type!r}: no model answer ({reason}), "
+                f"job {spec.job_type!r}: no model answer ({reason}), "
                 "no default_scale_out and on_infeasible=fail"
             )
         else:
-            chosen = max(scale_outs)
+            chosen = max(spec.scale_outs)
             why = (
-                f"no model answer ({reason}); on_infeasible={self.on_infeasible}: largest scale-out {chosen}"
+                f"no model answer ({reason}); on_infeasible={spec.on_infeasible}: largest scale-out {chosen}"
             )
         self.log.warning("Bellamy: %s", why)
         return SizingDecision(
-            job_type=self.job_type,
+            job_type=spec.job_type,
             chosen_scale_out=chosen,
             feasible=False,
             reason=why,
             target_s=target_s,
-            confidence=confidence,
-            objective=self.objective,
+            confidence=spec.confidence,
+            objective=spec.objective,
             candidates=[],
-            context=_coerce_properties(self.properties),
-            framework=self.framework,
+            context=dict(spec.properties),
+            framework=spec.framework,
             fallback_reason=reason,
-            price_per_node_hour=self.price_per_node_hour,
+            price_per_node_hour=spec.price_per_node_hour,
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(),
         )
 
@@ -367,21 +344,9 @@ class BellamySizingMixin(BellamyRecordingMixin):
         """Decide the scale-out for this try; returns (decision, target, façade or None when unusable)."""
         started = time.monotonic()
         _prefetch_model_code()
-        scale_outs = coerce_scale_outs(self.scale_outs)
-        confidence = _coerce_float(self.confidence, "confidence", 0.0, 1.0)
-        properties = _coerce_properties(self.properties)
-        if self.default_scale_out not in (None, ""):
-            try:
-                default = int(self.default_scale_out)
-            except (TypeError, ValueError):
-                raise InvalidInputError(
-                    "default_scale_out", self.default_scale_out, "must be an integer"
-                ) from None
-            if default not in scale_outs:
-                raise InvalidInputError(
-                    "default_scale_out", default, f"must be one of scale_outs {scale_outs}"
-                )
-            self.default_scale_out = default
+        spec = self.sizing_spec()
+        scale_outs = spec.scale_outs
+        assert scale_outs is not None  # required by sizing_spec
 
         hook = self._bellamy_store_hook()
         budget = hook.connect_timeout_s + float(self.sizing_timeout_s)
@@ -393,23 +358,23 @@ class BellamySizingMixin(BellamyRecordingMixin):
         except Exception as exc:
             self.log.warning("Bellamy: store unusable: %s", exc)
             facade = None
-        target = self.resolve_target(context, facade)
-        self.log.info("Bellamy: runtime target for %s: %s", self.job_type, target.explanation)
+        target = self.resolve_target(context, facade, spec)
+        self.log.info("Bellamy: runtime target for %s: %s", spec.job_type, target.explanation)
 
         decision = None
         if facade is not None:
             try:
                 decision = _run_with_timeout(
                     lambda: facade.size(
-                        self.job_type,
-                        properties,
+                        spec.job_type,
+                        spec.properties,
                         scale_outs,
                         target.target_s,
-                        confidence=confidence,
-                        objective=self.objective,
-                        price_per_node_hour=self.price_per_node_hour,
-                        default_scale_out=self.default_scale_out,
-                        framework=self.framework,
+                        confidence=spec.confidence,
+                        objective=spec.objective,
+                        price_per_node_hour=spec.price_per_node_hour,
+                        default_scale_out=spec.default_scale_out,
+                        framework=spec.framework,
                         provenance=self._provenance(context),
                     ),
                     budget,
@@ -420,24 +385,22 @@ class BellamySizingMixin(BellamyRecordingMixin):
                 # inputs are the DAG author's and must fail loudly
                 if type(exc).__name__ != "UnknownJobTypeError":
                     raise
-                decision = self._fallback(str(exc), scale_outs, target.target_s, confidence)
+                decision = self._fallback(str(exc), spec, target.target_s)
             except Exception as exc:
-                decision = self._fallback(
-                    f"{type(exc).__name__}: {exc}", scale_outs, target.target_s, confidence
-                )
+                decision = self._fallback(f"{type(exc).__name__}: {exc}", spec, target.target_s)
                 if isinstance(exc, (SizingTimeoutError, StoreError)):
                     facade = None  # asking it again to store the decision would wait as long
         else:
-            decision = self._fallback(
-                "the store could not be opened", scale_outs, target.target_s, confidence
-            )
+            decision = self._fallback("the store could not be opened", spec, target.target_s)
         if decision.decision_id is None:
             self._store_fallback(decision, facade, scale_outs, context, hook.connect_timeout_s + 5.0)
 
         if decision.fallback_reason and decision.candidates:
             self.log.warning("Bellamy: sizing fell back: %s", decision.fallback_reason)
-        if not decision.feasible and decision.candidates:
-            self._apply_infeasible_policy(decision, scale_outs, target)
+        if not decision.feasible and decision.shortfall_s is not None:
+            # the model answered and no candidate meets the target (a default decision, made
+            # without a model, has no shortfall: its size is the configured default's)
+            self._apply_infeasible_policy(decision, spec, target)
         if target.deadline_passed:
             late_s = -(target.remaining_s or 0.0)
             decision.reason = (
@@ -446,7 +409,7 @@ class BellamySizingMixin(BellamyRecordingMixin):
             )
         self.log.info(
             "Bellamy: %s → scale-out %s (%s) in %.3f s",
-            self.job_type,
+            spec.job_type,
             decision.chosen_scale_out,
             decision.reason,
             time.monotonic() - started,
@@ -479,17 +442,18 @@ class BellamySizingMixin(BellamyRecordingMixin):
             self.log.warning("Bellamy: this decision could not be stored (%s: %s)", type(exc).__name__, exc)
 
     def _apply_infeasible_policy(
-        self, decision: SizingDecision, scale_outs: list[int], target: RuntimeTarget
+        self, decision: SizingDecision, spec: SizingSpec, target: RuntimeTarget
     ) -> None:
+        scale_outs = spec.scale_outs or [decision.chosen_scale_out]
         short = f" (short by {decision.shortfall_s:.1f} s)" if decision.shortfall_s else ""
         msg = (
-            f"job {self.job_type!r}: no scale-out in {scale_outs} meets the target "
+            f"job {spec.job_type!r}: no scale-out in {scale_outs} meets the target "
             f"{target.target_s if target.target_s is None else round(target.target_s, 1)} s at confidence "
             f"{decision.confidence}{short}; {target.explanation}"
         )
-        if self.on_infeasible == "fail":
+        if spec.on_infeasible == "fail":
             raise InfeasibleTargetError(msg + "; on_infeasible=fail")
-        if self.on_infeasible == "run-max":
+        if spec.on_infeasible == "run-max":
             decision.chosen_scale_out = max(scale_outs)
             decision.reason = f"{decision.reason}; on_infeasible=run-max: largest scale-out"
             self.log.warning(
@@ -513,76 +477,19 @@ class BellamySizingOperator(BellamySizingMixin, BaseOperator):
     ``"{{ ti.xcom_pull('size')['chosen_scale_out'] }}"`` (with
     ``render_template_as_native_obj=True`` on the DAG the value stays an int).
 
-    :param job_type: the job's name in the model store, e.g. ``"grep"``.
-    :param properties: the context (per-node values, data size, job arguments …).
-    :param scale_outs: the candidate scale-outs (a list, or a template rendering to one).
-    :param target: runtime target, seconds or ``timedelta``.
-    :param deadline: absolute deadline (aware datetime or ISO-8601 string; templated).
-    :param use_dag_deadline: take the deadline from the DAG's ``DeadlineAlert``.
-    :param reserve: seconds (or ``timedelta``) to leave for the tasks after the sized
-        one, or ``"auto"``: predicted from their durations in earlier runs (Airflow's task
-        instances, else the store; see ``_predicted_reserve``).
+    Takes the sizing arguments of ``BellamySizingMixin`` and:
+
     :param sized_task_id: the task that runs the sized job; its runtime is written back
         by ``record_runtime`` or the listener plugin.
-    :param on_infeasible: ``fail`` | ``warn`` | ``run-max``.
-    :param default_scale_out: the size to use when no model can answer.
     """
 
     template_fields: Sequence[str] = SIZING_TEMPLATE_FIELDS
     template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json"}
     ui_color = "#d7ecfa"
 
-    def __init__(
-        self,
-        *,
-        job_type: str,
-        scale_outs: Sequence[int] | str,
-        properties: Mapping[str, Any] | str | None = None,
-        framework: str = "spark",
-        target: float | dt.timedelta | str | None = None,
-        deadline: Any = None,
-        use_dag_deadline: bool = False,
-        deadline_alert_name: str | None = None,
-        reserve: float | dt.timedelta | str = 0.0,
-        default_task_reserve: float | dt.timedelta = 0.0,
-        confidence: float | str = 0.9,
-        objective: str = "min_scale_out",
-        price_per_node_hour: float | None = None,
-        on_infeasible: str = "warn",
-        default_scale_out: int | str | None = None,
-        sized_task_id: str | None = None,
-        bellamy_conn_id: str = "bellamy_default",
-        connect_timeout_s: float | None = None,
-        sizing_timeout_s: float = DEFAULT_SIZING_TIMEOUT_S,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, sized_task_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._init_sizing(
-            job_type=job_type,
-            framework=framework,
-            properties=properties,
-            scale_outs=scale_outs,
-            target=target,
-            deadline=deadline,
-            use_dag_deadline=use_dag_deadline,
-            deadline_alert_name=deadline_alert_name,
-            reserve=reserve,
-            default_task_reserve=default_task_reserve,
-            confidence=confidence,
-            objective=objective,
-            price_per_node_hour=price_per_node_hour,
-            on_infeasible=on_infeasible,
-            default_scale_out=default_scale_out,
-            bellamy_conn_id=bellamy_conn_id,
-            connect_timeout_s=connect_timeout_s,
-            sizing_timeout_s=sizing_timeout_s,
-        )
         self.sized_task_id = sized_task_id
-
-    @classmethod
-    def from_config(cls, job: JobConfig, **kwargs: Any) -> BellamySizingOperator:
-        """An operator sizing ``job`` from a pipeline config; ``kwargs`` override or add arguments."""
-        return cls(**{**job.sizing_kwargs(), **kwargs})
 
     def execute(self, context: Context) -> dict[str, Any]:
         decision, target, _ = self.size_for_launch(context)

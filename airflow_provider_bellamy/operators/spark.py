@@ -36,7 +36,6 @@ from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
-    DEFAULT_SIZING_TIMEOUT_S,
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
@@ -44,7 +43,6 @@ from airflow_provider_bellamy.operators.sizing import (
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_provider_bellamy.config import JobConfig
 
 # Standalone ("app-20240101000000-0000"), local ("local-1700000000000") and YARN ids.
 _APP_ID_RE = re.compile(r"\b(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+)\b")
@@ -177,9 +175,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
     """A ``SparkSubmitOperator`` whose executor count is chosen by the Bellamy model.
 
     Takes every ``SparkSubmitOperator`` argument plus the sizing arguments of
-    ``BellamySizingOperator`` (``job_type``, ``properties``, ``scale_outs``,
-    ``target`` / ``deadline`` / ``use_dag_deadline``, ``reserve``, ``confidence``,
-    ``objective``, ``on_infeasible``, ``default_scale_out``, ``bellamy_conn_id``), and:
+    ``BellamySizingMixin``, and:
 
     :param executor_cores: cores per executor (one executor per scale-out unit).
     :param history_server_url: a Spark history server to read the application's
@@ -201,27 +197,11 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json", "conf": "json"}
     ui_color = "#e4f0e8"
     _bellamy_records_itself: ClassVar[bool] = True
+    bellamy_framework: ClassVar[str | None] = "spark"
 
     def __init__(
         self,
         *,
-        job_type: str,
-        scale_outs: Sequence[int] | str,
-        properties: Mapping[str, Any] | str | None = None,
-        target: float | dt.timedelta | str | None = None,
-        deadline: Any = None,
-        use_dag_deadline: bool = False,
-        deadline_alert_name: str | None = None,
-        reserve: float | dt.timedelta | str = 0.0,
-        default_task_reserve: float | dt.timedelta = 0.0,
-        confidence: float | str = 0.9,
-        objective: str = "min_scale_out",
-        price_per_node_hour: float | None = None,
-        on_infeasible: str = "warn",
-        default_scale_out: int | str | None = None,
-        bellamy_conn_id: str = "bellamy_default",
-        connect_timeout_s: float | None = None,
-        sizing_timeout_s: float = DEFAULT_SIZING_TIMEOUT_S,
         executor_cores: int = 1,
         history_server_url: str | None = None,
         record: bool = True,
@@ -249,51 +229,14 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 )
         if isinstance(executor_cores, bool) or not isinstance(executor_cores, int) or executor_cores < 1:
             raise InvalidInputError("executor_cores", executor_cores, "must be an integer >= 1")
-        kwargs.setdefault("name", f"bellamy-{job_type}")
+        kwargs.setdefault("name", f"bellamy-{kwargs.get('job_type')}")
         super().__init__(executor_cores=executor_cores, **kwargs)
-        self._init_sizing(
-            job_type=job_type,
-            framework="spark",
-            properties=properties,
-            scale_outs=scale_outs,
-            target=target,
-            deadline=deadline,
-            use_dag_deadline=use_dag_deadline,
-            deadline_alert_name=deadline_alert_name,
-            reserve=reserve,
-            default_task_reserve=default_task_reserve,
-            confidence=confidence,
-            objective=objective,
-            price_per_node_hour=price_per_node_hour,
-            on_infeasible=on_infeasible,
-            default_scale_out=default_scale_out,
-            bellamy_conn_id=bellamy_conn_id,
-            connect_timeout_s=connect_timeout_s,
-            sizing_timeout_s=sizing_timeout_s,
-        )
         self.executor_cores_per_executor = executor_cores
         self.history_server_url = history_server_url
         # Without waiting there is no runtime to record here; the listener reads this too, so
         # the submission's wall time is never written back as the job's runtime.
         self.record = bool(record and wait_for_completion)
         self.wait_for_completion = wait_for_completion
-
-    @classmethod
-    def from_config(cls, job: JobConfig, **kwargs: Any) -> BellamySparkSubmitOperator:
-        """An operator for ``job`` of a pipeline config; ``kwargs`` override or add arguments
-        (``task_id`` defaults to the job's name)."""
-        if job.framework != "spark":
-            raise InvalidInputError(
-                f"jobs.{job.name}.framework",
-                job.framework,
-                "BellamySparkSubmitOperator needs spark",
-                where=job.source,
-            )
-        args: dict[str, Any] = {**job.sizing_kwargs(), **job.spark}
-        args.pop("framework", None)
-        args.setdefault("task_id", job.name)
-        args.update(kwargs)
-        return cls(**args)
 
     # -- execution ---------------------------------------------------------------
 

@@ -302,3 +302,16 @@ def test_an_unreachable_store_cannot_store_the_decision_and_the_log_says_so(
     out, err = capfd.readouterr()
     logged = "\n".join((caplog.text, out, err))
     assert "this decision is not stored: the store could not be reached" in logged, logged
+
+
+def test_a_default_decision_of_the_store_launches_its_default_whatever_on_infeasible(
+    bellamy_store: Any,
+) -> None:
+    # runs at one scale-out only: Bellamy.size answers with the default scale-out (feasible=False,
+    # no shortfall); on_infeasible is for sizes a model found too slow, not for this one
+    bellamy_store.record_run(job_type="wc", framework="spark", scale_out=2, runtime_s=50.0, context=CONTEXT)
+    for policy in ("fail", "run-max", "warn"):
+        op = _op(default_scale_out=1, on_infeasible=policy, target="10m")
+        decision = op.execute(_context(op))
+        assert decision["chosen_scale_out"] == 1 and not decision["feasible"], policy
+        assert decision["decision_id"] is not None and decision["fallback_reason"]

@@ -1,0 +1,158 @@
+"""``SizingSpec``: each sizing argument parsed once — a good value, the same value as Jinja renders
+it (text), and a bad value refused naming the field and the value."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.spec import SIZING_ARGUMENTS, SizingSpec
+
+BASE: dict[str, Any] = {"job_type": "grep", "scale_outs": [1, 2, 4]}
+DEADLINE = "2026-11-23T06:00:00+00:00"
+
+# (argument, good value, what the spec holds for it, its Jinja-rendered text, a bad value,
+#  extra arguments the argument needs)
+FIELDS: list[tuple[str, Any, Any, str, Any, dict[str, Any]]] = [
+    ("job_type", "grep", "grep", " grep ", "all", {}),
+    ("framework", "Spark", "spark", "spark", 3, {}),
+    ("properties", {"cores": 8}, {"cores": 8}, '{"cores": 8}', {"cores": float("nan")}, {}),
+    ("scale_outs", [4, 1, 2], [1, 2, 4], "[1, 2, 4]", [1, 0], {}),
+    (
+        "scale_outs",
+        {"min": 2, "max": 6, "step": 2},
+        [2, 4, 6],
+        "{'min': 2, 'max': 6, 'step': 2}",
+        {"min": 3},
+        {},
+    ),
+    ("target", 900, 900.0, "15m", "soon", {}),
+    ("target", dt.timedelta(minutes=15), 900.0, "900", 0, {}),
+    (
+        "deadline",
+        dt.datetime(2026, 11, 23, 6, tzinfo=dt.timezone.utc),
+        DEADLINE,
+        DEADLINE,
+        "2026-11-23T06:00",
+        {},
+    ),
+    ("use_dag_deadline", True, True, None, "yes", {}),
+    ("deadline_alert_name", "sla", "sla", None, " ", {"deadline": "dag"}),
+    ("reserve", 600, 600.0, "10m", "later", {"deadline": DEADLINE}),
+    ("reserve", "auto", "auto", "auto", -1, {"deadline": DEADLINE}),
+    ("default_task_reserve", 30, 30.0, "30s", "-5", {}),
+    ("confidence", 0.95, 0.95, "0.95", 1.5, {}),
+    ("objective", "fastest", "fastest", "fastest", "cheapest", {}),
+    ("price_per_node_hour", 0.25, 0.25, "0.25", -1, {}),
+    ("on_infeasible", "run_max", "run-max", "run-max", "panic", {}),
+    ("default_scale_out", 2, 2, "2", "2.5", {}),
+]
+
+
+def _parse(argument: str, value: Any, extra: dict[str, Any]) -> SizingSpec:
+    return SizingSpec.parse({**BASE, **extra, argument: value})
+
+
+def _held(spec: SizingSpec, argument: str) -> Any:
+    return spec.arguments()[argument]
+
+
+@pytest.mark.parametrize(("argument", "good", "held", "rendered", "bad", "extra"), FIELDS)
+def test_each_argument_good_rendered_and_bad(
+    argument: str, good: Any, held: Any, rendered: str | None, bad: Any, extra: dict[str, Any]
+) -> None:
+    assert _held(_parse(argument, good, extra), argument) == held
+    if rendered is not None:  # as a template renders it: the same spec
+        assert _parse(argument, rendered, extra) == _parse(argument, good, extra)
+    with pytest.raises(InvalidInputError) as err:
+        _parse(argument, bad, extra)
+    assert err.value.field.split(".")[0].split("[")[0] == argument
+    assert repr(err.value.value) in str(err.value) or str(err.value.value) in str(err.value)
+
+
+def test_every_argument_is_in_the_table() -> None:
+    assert {row[0] for row in FIELDS} == set(SIZING_ARGUMENTS)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "value"),
+    [
+        ({"target": 60, "deadline": DEADLINE}, "deadline", DEADLINE),
+        ({"target": "1m", "deadline": "dag"}, "deadline", "dag"),
+        ({"target": 60, "use_dag_deadline": True}, "use_dag_deadline", True),
+        ({"deadline": DEADLINE, "use_dag_deadline": True}, "use_dag_deadline", True),
+        ({"reserve": "10m"}, "reserve", "10m"),
+        ({"objective": "min_cost"}, "price_per_node_hour", None),
+        ({"default_scale_out": 3}, "default_scale_out", 3),
+        ({"scale_outs": None}, "scale_outs", None),
+        ({"scale_outs": "1, two"}, "scale_outs", "1, two"),
+        ({"scale_outs": [1, 2, 2.5]}, "scale_outs[2]", 2.5),
+        ({"scale_outs": {"min": 1, "max": 10**7}}, "scale_outs.max", 10**7),
+        ({"properties": {"scale_out": 4}}, "properties.scale_out", 4),
+        ({"properties": "not json"}, "properties", "not json"),
+        ({"job_type": None}, "job_type", None),
+        ({"targte": 60}, "targte", 60),
+    ],
+)
+def test_rules_between_arguments_name_the_field_and_value(
+    arguments: dict[str, Any], field: str, value: Any
+) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse({**BASE, **arguments})
+    assert (err.value.field, err.value.value) == (field, value)
+
+
+def test_errors_carry_the_prefix_the_names_and_the_place() -> None:
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse(
+            {**BASE, "scale_outs": [1, 0]},
+            prefix="jobs.j.",
+            names={"scale_outs": "scale_out"},
+            where="p.yaml",
+        )
+    assert str(err.value).startswith("p.yaml: jobs.j.scale_out[1]=0: ")
+
+
+def test_deadline_dag_is_the_dags_deadline_alert() -> None:
+    spec = SizingSpec.parse({**BASE, "deadline": "dag", "reserve": "auto"})
+    assert spec.use_dag_deadline and spec.deadline is None and spec.reserve == "auto"
+
+
+def test_templates_wait_for_rendering_and_are_parsed_then() -> None:
+    raw = {
+        **BASE,
+        "scale_outs": "{{ params.sizes }}",
+        "confidence": "{{ params.q }}",
+        "default_scale_out": "{{ params.n }}",
+        "properties": {"cores": "{{ params.cores }}", "machine": "m5"},
+    }
+    spec = SizingSpec.parse(raw, defer_templates=True)
+    assert spec.templated == {"scale_outs", "confidence", "default_scale_out"}
+    # what the templates render to is parsed as any value
+    rendered = {
+        **raw,
+        "scale_outs": "[2, 4]",
+        "confidence": "0.8",
+        "default_scale_out": "4",
+        "properties": {},
+    }
+    assert SizingSpec.parse(rendered).scale_outs == [2, 4]
+    with pytest.raises(InvalidInputError, match="default_scale_out"):
+        SizingSpec.parse({**rendered, "default_scale_out": "3"})
+    # an argument Airflow never renders is never a template: refused at once
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse({**BASE, "objective": "{{ params.objective }}"}, defer_templates=True)
+    assert err.value.field == "objective"
+    # unrendered, a template is no value
+    with pytest.raises(InvalidInputError, match="scale_outs"):
+        SizingSpec.parse({**BASE, "scale_outs": "{{ params.sizes }}"})
+
+
+def test_arguments_round_trip() -> None:
+    spec = SizingSpec.parse(
+        {**BASE, "deadline": DEADLINE, "reserve": "5m", "objective": "min_cost", "price_per_node_hour": "0.5"}
+    )
+    assert SizingSpec.parse(spec.arguments()) == spec
