@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.hooks.flink import FlinkJobFailedError, JobEndpointUnreachableError
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 
 if TYPE_CHECKING:
@@ -34,8 +33,8 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.hooks.job_status import JobStatus
 
 
-class BellamyJobFailedError(FlinkJobFailedError):
-    """A watched Spark application or Flink job ended unsuccessfully."""
+# A watched job that ended unsuccessfully raises the neutral JobFailedError; the old name stays.
+BellamyJobFailedError = JobFailedError
 
 
 class BellamyJobSensor(BaseSensorOperator):
@@ -141,6 +140,11 @@ class BellamyJobSensor(BaseSensorOperator):
             endpoint = FlinkHook(self.flink_conn_id).rest_url
         return str(kind), str(job_id), validate_endpoint(endpoint)
 
+    def _status_hook(self, kind: str, endpoint: str) -> Any:
+        from airflow_provider_bellamy.hooks.job import JobStatusHook
+
+        return JobStatusHook(kind, endpoint, timeout_s=self.request_timeout_s)
+
     def _bellamy_store_hook(self) -> Any:
         from airflow_provider_bellamy.hooks.bellamy import BellamyHook
 
@@ -155,11 +159,10 @@ class BellamyJobSensor(BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        from airflow_provider_bellamy.hooks.job_status import fetch_status
         from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
 
         kind, job_id, endpoint = self._resolve(context)
-        status = fetch_status(kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        status = self._status_hook(kind, endpoint).get_status(job_id)
         if status.terminal:  # nothing to wait for: no trigger round trip
             return self._complete(context, status)
         timeout = dt.timedelta(seconds=float(self.timeout)) if self.timeout else None
@@ -178,10 +181,8 @@ class BellamyJobSensor(BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from airflow_provider_bellamy.hooks.job_status import fetch_status
-
         kind, job_id, endpoint = self._resolve(context)
-        status = fetch_status(kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        status = self._status_hook(kind, endpoint).get_status(job_id)
         self.log.info("%s job %s is %s", kind, job_id, status.state)
         if not status.terminal:
             return False
@@ -257,7 +258,9 @@ class BellamyJobSensor(BaseSensorOperator):
                 requested_scale_out=submitted.get("scale_out") or decision.get("chosen_scale_out"),
             )
         if not status.succeeded and self.fail_on_job_failure:
-            raise BellamyJobFailedError(status.job_id, status.state, status.cause or "no cause reported")
+            raise JobFailedError(
+                status.job_id, status.state, status.cause or "no cause reported", kind=status.kind
+            )
         return {
             **status.to_dict(),
             "runtime_s": status.runtime_s,
