@@ -24,7 +24,7 @@ SMALL = ["--driver-memory", "512m", "--executor-memory", "512m", "--total-execut
 
 
 def _spark_submit(cluster, *args: str) -> list[str]:
-    from airflow_provider_bellamy.spark_cluster import spark_home
+    from tests.fixtures.spark import spark_home
 
     return [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url, *SMALL, *args]
 
@@ -46,7 +46,7 @@ def test_sensor_records_a_spark_application_and_a_cluster_mode_driver(
     from airflow.sdk import DAG
 
     from airflow_provider_bellamy.sensors.job import BellamyJobSensor
-    from airflow_provider_bellamy.spark_cluster import spark_home
+    from tests.fixtures.spark import spark_home
 
     cluster = spark_standalone
     env = cluster.env()
