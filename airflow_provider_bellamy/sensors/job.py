@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
+from airflow_provider_bellamy.hooks.job import JobStatusHook
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 
 if TYPE_CHECKING:
@@ -140,9 +141,7 @@ class BellamyJobSensor(BaseSensorOperator):
             endpoint = FlinkHook(self.flink_conn_id).rest_url
         return str(kind), str(job_id), validate_endpoint(endpoint)
 
-    def _status_hook(self, kind: str, endpoint: str) -> Any:
-        from airflow_provider_bellamy.hooks.job import JobStatusHook
-
+    def _status_hook(self, kind: str, endpoint: str) -> JobStatusHook:
         return JobStatusHook(kind, endpoint, timeout_s=self.request_timeout_s)
 
     def _bellamy_store_hook(self) -> Any:
