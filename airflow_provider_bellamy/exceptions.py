@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_provider_bellamy.masking import find_secrets, mask_text
+
 
 class BellamyError(Exception):
     """Base class of every error raised on purpose by the provider."""
@@ -51,3 +53,44 @@ class SchemaOutdatedError(StoreError):
 
 class InfeasibleTargetError(BellamyError):
     """No candidate scale-out meets the runtime target and the policy says to fail."""
+
+
+class JobEndpointUnreachableError(BellamyError):
+    """A job status endpoint (Flink JobManager, Spark master or history server) did not answer."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        # A URL may carry user:password@ (and the HTTP client's message repeats the URL).
+        secrets = find_secrets(url)
+        self.url = mask_text(url, secrets)
+        self.reason = mask_text(reason, secrets)
+        super().__init__(f"REST endpoint {self.url} is unreachable: {self.reason}")
+
+
+_JOB_LABELS = {
+    "flink": "Flink job",
+    "spark": "Spark job",
+    "spark-master": "Spark job",
+    "spark-history": "Spark job",
+}
+
+
+class JobFailedError(BellamyError):
+    """A cluster job (a Flink job, a Spark application or driver) ended unsuccessfully.
+
+    ``kind``: ``flink``, ``spark``, ``spark-master`` or ``spark-history`` (names the job in the
+    message); None says just "job".
+    """
+
+    def __init__(self, job_id: str, state: str, cause: str, *, kind: str | None = None) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.cause = cause
+        self.kind = kind
+        super().__init__(f"{_JOB_LABELS.get(kind or '', 'job')} {job_id} ended {state}: {cause}")
+
+
+class UnknownJobIdError(InvalidInputError):
+    """The cluster has no job/application with the id asked about."""
+
+    def __init__(self, job_id: str, where: str) -> None:
+        super().__init__("job_id", job_id, f"no such job on {where}")

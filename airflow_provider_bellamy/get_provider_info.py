@@ -22,6 +22,13 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {"integration-name": "Bellamy", "python-modules": ["airflow_provider_bellamy.hooks.bellamy"]},
             {"integration-name": "Bellamy", "python-modules": ["airflow_provider_bellamy.hooks.flink"]},
+            {
+                "integration-name": "Bellamy",
+                "python-modules": [
+                    "airflow_provider_bellamy.hooks.job",
+                    "airflow_provider_bellamy.hooks.spark",
+                ],
+            },
         ],
         "operators": [
             {

@@ -119,7 +119,7 @@ def run_demo(args: argparse.Namespace) -> int:
         console.print(f"store {facade.store.display_url}; {time.monotonic() - t:.1f} s")
 
         t = _step(console, f"3/5 Spark standalone master + {args.workers} workers on 127.0.0.1")
-        from airflow_provider_bellamy.spark_cluster import start_standalone_cluster
+        from airflow_provider_bellamy.cli._local_spark import start_standalone_cluster
 
         cluster = start_standalone_cluster(args.workers, cores_per_worker=1, memory_per_worker="1g")
         console.print(f"{cluster.master_url} (web UI {cluster.webui_url}) up in {time.monotonic() - t:.1f} s")

@@ -28,40 +28,53 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
+from airflow_provider_bellamy.exceptions import (
+    BellamyError,
+    InvalidInputError,
+    JobEndpointUnreachableError,
+    JobFailedError,
+    UnknownJobIdError,
+)
+from airflow_provider_bellamy.hooks.job import JobStatusHook, wait_until_terminal
+from airflow_provider_bellamy.hooks.job_status import (
+    FLINK_JOB_ID_RE,
+    FLINK_TERMINAL_STATES,
+    FlinkJob,
+    flink_job_steps,
+    parse_flink_job,
+    summarize_flink_exceptions,
+    validate_job_id,
+)
 from airflow_provider_bellamy.masking import find_secrets, mask_args, mask_text, register_secrets
 
+# Importable from here as before: the REST parsing lives with the job status protocol
+# (hooks.job_status), the errors in exceptions.py.
+__all__ = [
+    "DEFAULT_REST_PORT",
+    "FLINK_JOB_ID_RE",
+    "FLINK_TERMINAL_STATES",
+    "FlinkHook",
+    "FlinkJob",
+    "FlinkJobFailedError",
+    "FlinkSubmissionError",
+    "InsufficientSlotsError",
+    "JobEndpointUnreachableError",
+    "UnknownJobIdError",
+    "parse_flink_job",
+    "summarize_flink_exceptions",
+    "validate_job_id",
+]
+# A failed Flink job raises the neutral JobFailedError (kind="flink"); the old name stays.
+FlinkJobFailedError = JobFailedError
+
 DEFAULT_REST_PORT = 8081
-# Globally terminal states: the job will not change any more. SUSPENDED is not among them.
-FLINK_TERMINAL_STATES: frozenset[str] = frozenset({"FINISHED", "FAILED", "CANCELED"})
-FLINK_JOB_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")
 _SUBMITTED_RE = re.compile(r"JobID\s+([0-9a-fA-F]{32})")
-
-
-class JobEndpointUnreachableError(BellamyError):
-    """A job status endpoint (Flink JobManager, Spark master or history server) did not answer."""
-
-    def __init__(self, url: str, reason: str) -> None:
-        # A URL may carry user:password@ (and the HTTP client's message repeats the URL).
-        secrets = find_secrets(url)
-        self.url = mask_text(url, secrets)
-        self.reason = mask_text(reason, secrets)
-        super().__init__(f"REST endpoint {self.url} is unreachable: {self.reason}")
-
-
-class UnknownJobIdError(InvalidInputError):
-    """The cluster has no job/application with the id asked about."""
-
-    def __init__(self, job_id: str, where: str) -> None:
-        super().__init__("job_id", job_id, f"no such job on {where}")
 
 
 class InsufficientSlotsError(InvalidInputError):
@@ -80,129 +93,6 @@ class InsufficientSlotsError(InvalidInputError):
 
 class FlinkSubmissionError(BellamyError):
     """``flink run`` failed; the message carries the client's own error lines."""
-
-
-class FlinkJobFailedError(BellamyError):
-    """A Flink job ended FAILED or CANCELED."""
-
-    def __init__(self, job_id: str, state: str, cause: str) -> None:
-        self.job_id = job_id
-        self.state = state
-        self.cause = cause
-        super().__init__(f"Flink job {job_id} ended {state}: {cause}")
-
-
-@dataclass(frozen=True)
-class FlinkJob:
-    """What the JobManager reports about one job (``GET /jobs/<id>``)."""
-
-    job_id: str
-    name: str
-    state: str
-    start_time_ms: int
-    end_time_ms: int
-    duration_ms: int
-    vertex_parallelism: dict[str, int] = field(default_factory=dict)
-    job_type: str | None = None
-    # When the job switched to RUNNING (``timestamps.RUNNING``): before it, it was queued.
-    running_time_ms: int | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.state in FLINK_TERMINAL_STATES
-
-    @property
-    def succeeded(self) -> bool:
-        return self.state == "FINISHED"
-
-    @property
-    def parallelism(self) -> int | None:
-        """The largest vertex parallelism: what ``-p`` sets (sources may be capped lower)."""
-        values = [p for p in self.vertex_parallelism.values() if p > 0]
-        return max(values) if values else None
-
-    @property
-    def queue_ms(self) -> int | None:
-        """Milliseconds from the job's start (submission) until it was RUNNING."""
-        if self.running_time_ms is None or self.start_time_ms <= 0:
-            return None
-        return max(0, self.running_time_ms - self.start_time_ms)
-
-    @property
-    def runtime_s(self) -> float:
-        """The time the job ran, in seconds to the millisecond: RUNNING → its end, as Flink
-        measured it (its whole duration when Flink reports no RUNNING time)."""
-        queue = self.queue_ms
-        if queue is None or not self.terminal:
-            return self.duration_ms / 1000
-        return max(0, self.duration_ms - queue) / 1000
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["parallelism"] = self.parallelism
-        return data
-
-
-def validate_job_id(job_id: Any) -> str:
-    if not isinstance(job_id, str) or not FLINK_JOB_ID_RE.match(job_id.strip()):
-        raise InvalidInputError("job_id", job_id, "a Flink job id is 32 hexadecimal characters")
-    return job_id.strip().lower()
-
-
-def parse_flink_job(payload: Mapping[str, Any]) -> FlinkJob:
-    """A ``GET /jobs/<id>`` answer as a :class:`FlinkJob`."""
-    vertices: dict[str, int] = {}
-    for vertex in payload.get("vertices") or []:
-        name = str(vertex.get("name") or vertex.get("id"))
-        vertices[name] = int(vertex.get("parallelism") or 0)
-    return FlinkJob(
-        job_id=str(payload.get("jid")),
-        name=str(payload.get("name", "")),
-        state=str(payload.get("state", "UNKNOWN")),
-        start_time_ms=int(payload.get("start-time") or 0),
-        end_time_ms=int(payload.get("end-time") or -1),
-        duration_ms=int(payload.get("duration") or 0),
-        vertex_parallelism=vertices,
-        job_type=payload.get("job-type"),
-        running_time_ms=int((payload.get("timestamps") or {}).get("RUNNING") or 0) or None,
-    )
-
-
-def summarize_flink_exceptions(payload: Mapping[str, Any], *, limit: int = 4000) -> str:
-    """Flink's failure cause from ``GET /jobs/<id>/exceptions``, readable in a task log.
-
-    The root entry is often a wrapper ("Recovery is suppressed by ..."): the real cause is in
-    its ``Caused by:`` chain and in the task failures listed as concurrent exceptions, so all of
-    those lines are kept and the stack frames dropped.
-    """
-    lines: list[str] = []
-
-    def add_trace(trace: str | None, task: str | None = None) -> None:
-        if not trace:
-            return
-        kept = [ln.strip() for ln in trace.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
-        kept = [ln for ln in kept if not ln.startswith("...")]
-        if not kept:
-            return
-        head = kept[0] if task is None else f"{kept[0]} (in task {task})"
-        for line in [head, *[ln for ln in kept[1:] if ln.startswith("Caused by:")]]:
-            if line not in lines:
-                lines.append(line)
-
-    history = (payload.get("exceptionHistory") or {}).get("entries") or []
-    for entry in history:
-        add_trace(entry.get("stacktrace") or entry.get("exceptionName"), entry.get("taskName"))
-        for concurrent in entry.get("concurrentExceptions") or []:
-            add_trace(
-                concurrent.get("stacktrace") or concurrent.get("exceptionName"), concurrent.get("taskName")
-            )
-    if not lines:
-        # Flink < 1.20 still reports the older fields.
-        add_trace(payload.get("root-exception"))
-        for item in payload.get("all-exceptions") or []:
-            add_trace(item.get("exception"), item.get("task"))
-    text = "\n".join(lines) if lines else "Flink reported no exception for this job"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _find_default_flink_bin() -> Path | None:
@@ -318,26 +208,16 @@ class FlinkHook(BaseHook):
 
     # -- REST ---------------------------------------------------------------------------------
 
-    def _request(self, method: str, path: str) -> tuple[int, Any]:
-        import httpx
-
-        url = f"{self.rest_url}{path}"
-        try:
-            with httpx.Client(timeout=self.timeout_s) as client:
-                response = client.request(method, url)
-        except httpx.HTTPError as exc:
-            raise JobEndpointUnreachableError(self.rest_url, f"{type(exc).__name__}: {exc}") from exc
-        try:
-            body = response.json() if response.content else None
-        except ValueError:
-            body = response.text
-        return response.status_code, body
+    def job_status_hook(self) -> JobStatusHook:
+        """The REST side of this cluster (``kind="flink"``): every request goes through it."""
+        rest = getattr(self, "_rest", None)
+        if rest is None:
+            rest = JobStatusHook("flink", self.rest_url, timeout_s=self.timeout_s)
+            self._rest = rest
+        return rest
 
     def _get_json(self, path: str) -> Any:
-        status, body = self._request("GET", path)
-        if status != 200:
-            raise JobEndpointUnreachableError(self.rest_url, f"GET {path} answered HTTP {status}: {body}")
-        return body
+        return self.job_status_hook().get_json(path)
 
     def overview(self) -> dict[str, Any]:
         """``GET /overview``: task managers, total and available slots, job counts, version."""
@@ -354,20 +234,13 @@ class FlinkHook(BaseHook):
 
     def find_job(self, job_id: str) -> FlinkJob | None:
         """The job, or ``None`` when the JobManager does not know it."""
-        job_id = validate_job_id(job_id)
-        status, body = self._request("GET", f"/jobs/{job_id}")
-        if status == 404:
-            return None
-        if status != 200:
-            raise JobEndpointUnreachableError(
-                self.rest_url, f"GET /jobs/{job_id} answered HTTP {status}: {body}"
-            )
-        return parse_flink_job(body)
+        rest = self.job_status_hook()
+        return rest.drive(flink_job_steps(validate_job_id(job_id), rest.where))
 
     def get_job(self, job_id: str) -> FlinkJob:
         job = self.find_job(job_id)
         if job is None:
-            raise UnknownJobIdError(job_id, f"the Flink JobManager at {self.rest_url}")
+            raise UnknownJobIdError(job_id, self.job_status_hook().where)
         return job
 
     def get_exceptions(self, job_id: str) -> dict[str, Any]:
@@ -377,7 +250,7 @@ class FlinkHook(BaseHook):
         return summarize_flink_exceptions(self.get_exceptions(job_id))
 
     def cancel_job(self, job_id: str) -> None:
-        status, body = self._request("PATCH", f"/jobs/{validate_job_id(job_id)}?mode=cancel")
+        status, body = self.job_status_hook().request("PATCH", f"/jobs/{validate_job_id(job_id)}?mode=cancel")
         if status not in (200, 202):
             raise JobEndpointUnreachableError(
                 self.rest_url, f"cancelling {job_id} answered HTTP {status}: {body}"
@@ -392,16 +265,13 @@ class FlinkHook(BaseHook):
         on_poll: Callable[[FlinkJob], None] | None = None,
     ) -> FlinkJob:
         """Poll ``/jobs/<id>`` until the job is FINISHED, FAILED or CANCELED."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            job = self.get_job(job_id)
-            if on_poll is not None:
-                on_poll(job)
-            if job.terminal:
-                return job
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(f"Flink job {job_id} still {job.state} after {timeout_s} s")
-            time.sleep(poll_interval_s)
+        return wait_until_terminal(
+            lambda: self.get_job(job_id),
+            what=f"Flink job {job_id}",
+            poll_interval_s=poll_interval_s,
+            timeout_s=timeout_s,
+            on_poll=on_poll,
+        )
 
     def check_free_slots(self, parallelism: int) -> tuple[int, int]:
         """Raise :class:`InsufficientSlotsError` when ``parallelism`` exceeds the free slots."""

@@ -1,4 +1,4 @@
-"""The status of a submitted cluster job, from its REST/JSON endpoint.
+"""The status of a submitted cluster job, from its REST/JSON endpoint: the protocol, sans I/O.
 
 One status protocol serves three sources, each a plain REST/JSON endpoint:
 
@@ -12,38 +12,151 @@ One status protocol serves three sources, each a plain REST/JSON endpoint:
 ``spark-history``
     a Spark history server's ``GET /api/v1/applications/<id>``.
 
-The requests to make and the parsing are written once (a generator that yields the paths it
-needs and receives the answers) and driven by a blocking client for sensors in poke mode and
-by an asyncio client for ``BellamyJobTrigger``, so both modes agree on every state and
-duration. No Airflow trigger machinery is imported here: DAG files import the sensor, which
-uses this module.
+The requests to make and the parsing are written once, as generators that yield the paths
+they need and receive the answers (HTTP status, decoded JSON). ``hooks.job.JobStatusHook``
+drives them, blocking (operators, sensors in poke mode) or on asyncio (``BellamyJobTrigger``),
+so every mode agrees on every state and duration. Nothing here opens a connection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-from collections.abc import Generator
-from dataclasses import asdict, dataclass
+import re
+from collections.abc import Generator, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.hooks.flink import (
-    FLINK_TERMINAL_STATES,
+from airflow_provider_bellamy.exceptions import (
+    InvalidInputError,
     JobEndpointUnreachableError,
     UnknownJobIdError,
-    parse_flink_job,
-    summarize_flink_exceptions,
-    validate_job_id,
 )
 
 JOB_KINDS: tuple[str, ...] = ("flink", "spark-master", "spark-history")
 SPARK_APP_TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED"})
 SPARK_DRIVER_TERMINAL = frozenset({"FINISHED", "FAILED", "KILLED", "ERROR"})
 
+# Globally terminal states: the job will not change any more. SUSPENDED is not among them.
+FLINK_TERMINAL_STATES: frozenset[str] = frozenset({"FINISHED", "FAILED", "CANCELED"})
+FLINK_JOB_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")
+
 # A generator step: yields a path to GET, receives (HTTP status, decoded JSON or None).
 Response = tuple[int, Any]
+Steps = Generator[str, Response, Any]
 StatusSteps = Generator[str, Response, "JobStatus"]
+
+
+@dataclass(frozen=True)
+class FlinkJob:
+    """What the JobManager reports about one job (``GET /jobs/<id>``)."""
+
+    job_id: str
+    name: str
+    state: str
+    start_time_ms: int
+    end_time_ms: int
+    duration_ms: int
+    vertex_parallelism: dict[str, int] = field(default_factory=dict)
+    job_type: str | None = None
+    # When the job switched to RUNNING (``timestamps.RUNNING``): before it, it was queued.
+    running_time_ms: int | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in FLINK_TERMINAL_STATES
+
+    @property
+    def succeeded(self) -> bool:
+        return self.state == "FINISHED"
+
+    @property
+    def parallelism(self) -> int | None:
+        """The largest vertex parallelism: what ``-p`` sets (sources may be capped lower)."""
+        values = [p for p in self.vertex_parallelism.values() if p > 0]
+        return max(values) if values else None
+
+    @property
+    def queue_ms(self) -> int | None:
+        """Milliseconds from the job's start (submission) until it was RUNNING."""
+        if self.running_time_ms is None or self.start_time_ms <= 0:
+            return None
+        return max(0, self.running_time_ms - self.start_time_ms)
+
+    @property
+    def runtime_s(self) -> float:
+        """The time the job ran, in seconds to the millisecond: RUNNING → its end, as Flink
+        measured it (its whole duration when Flink reports no RUNNING time)."""
+        queue = self.queue_ms
+        if queue is None or not self.terminal:
+            return self.duration_ms / 1000
+        return max(0, self.duration_ms - queue) / 1000
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["parallelism"] = self.parallelism
+        return data
+
+
+def validate_job_id(job_id: Any) -> str:
+    if not isinstance(job_id, str) or not FLINK_JOB_ID_RE.match(job_id.strip()):
+        raise InvalidInputError("job_id", job_id, "a Flink job id is 32 hexadecimal characters")
+    return job_id.strip().lower()
+
+
+def parse_flink_job(payload: Mapping[str, Any]) -> FlinkJob:
+    """A ``GET /jobs/<id>`` answer as a :class:`FlinkJob`."""
+    vertices: dict[str, int] = {}
+    for vertex in payload.get("vertices") or []:
+        name = str(vertex.get("name") or vertex.get("id"))
+        vertices[name] = int(vertex.get("parallelism") or 0)
+    return FlinkJob(
+        job_id=str(payload.get("jid")),
+        name=str(payload.get("name", "")),
+        state=str(payload.get("state", "UNKNOWN")),
+        start_time_ms=int(payload.get("start-time") or 0),
+        end_time_ms=int(payload.get("end-time") or -1),
+        duration_ms=int(payload.get("duration") or 0),
+        vertex_parallelism=vertices,
+        job_type=payload.get("job-type"),
+        running_time_ms=int((payload.get("timestamps") or {}).get("RUNNING") or 0) or None,
+    )
+
+
+def summarize_flink_exceptions(payload: Mapping[str, Any], *, limit: int = 4000) -> str:
+    """Flink's failure cause from ``GET /jobs/<id>/exceptions``, readable in a task log.
+
+    The root entry is often a wrapper ("Recovery is suppressed by ..."): the real cause is in
+    its ``Caused by:`` chain and in the task failures listed as concurrent exceptions, so all of
+    those lines are kept and the stack frames dropped.
+    """
+    lines: list[str] = []
+
+    def add_trace(trace: str | None, task: str | None = None) -> None:
+        if not trace:
+            return
+        kept = [ln.strip() for ln in trace.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
+        kept = [ln for ln in kept if not ln.startswith("...")]
+        if not kept:
+            return
+        head = kept[0] if task is None else f"{kept[0]} (in task {task})"
+        for line in [head, *[ln for ln in kept[1:] if ln.startswith("Caused by:")]]:
+            if line not in lines:
+                lines.append(line)
+
+    history = (payload.get("exceptionHistory") or {}).get("entries") or []
+    for entry in history:
+        add_trace(entry.get("stacktrace") or entry.get("exceptionName"), entry.get("taskName"))
+        for concurrent in entry.get("concurrentExceptions") or []:
+            add_trace(
+                concurrent.get("stacktrace") or concurrent.get("exceptionName"), concurrent.get("taskName")
+            )
+    if not lines:
+        # Flink < 1.20 still reports the older fields.
+        add_trace(payload.get("root-exception"))
+        for item in payload.get("all-exceptions") or []:
+            add_trace(item.get("exception"), item.get("task"))
+    text = "\n".join(lines) if lines else "Flink reported no exception for this job"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -128,12 +241,19 @@ def validate_spark_id(job_id: Any) -> str:
 # -- status steps (sans I/O) ---------------------------------------------------------------------
 
 
-def flink_status_steps(job_id: str, where: str) -> StatusSteps:
+def flink_job_steps(job_id: str, where: str) -> Generator[str, Response, FlinkJob | None]:
+    """The job as the JobManager reports it; None when it does not know the id."""
     code, body = yield f"/jobs/{job_id}"
     if code == 404:
-        raise UnknownJobIdError(job_id, where)
+        return None
     _expect_ok(code, body, where, f"/jobs/{job_id}")
-    job = parse_flink_job(body)
+    return parse_flink_job(body)
+
+
+def flink_status_steps(job_id: str, where: str) -> StatusSteps:
+    job = yield from flink_job_steps(job_id, where)
+    if job is None:
+        raise UnknownJobIdError(job_id, where)
     cause = None
     if job.state in FLINK_TERMINAL_STATES and job.state != "FINISHED":
         code, body = yield f"/jobs/{job_id}/exceptions"
@@ -267,6 +387,41 @@ def _history_ms(attempt: dict[str, Any], key: str) -> int | None:
     return int(parsed.timestamp() * 1000)
 
 
+def spark_master_completed_app_steps(
+    app_id: str | None, name: str | None, where: str
+) -> Generator[str, Response, dict[str, Any] | None]:
+    """A finished application's entry in the master's ``completedapps`` (``duration`` in ms), by
+    id, else by name; None while the master does not list it there with a duration yet."""
+    code, body = yield "/json/"
+    _expect_ok(code, body, where, "/json/")
+    for app in body.get("completedapps") or []:
+        match = app.get("id") == app_id if app_id else app.get("name") == name
+        if match and app.get("duration"):
+            return dict(app)
+    return None
+
+
+def spark_history_attempt_steps(
+    app_id: str, where: str
+) -> Generator[str, Response, tuple[dict[str, Any], list[dict[str, Any]]] | None]:
+    """(the last completed attempt, the application's executors) from a history server; None
+    while it has not picked the application's event log up (it does on its next scan)."""
+    path = f"/api/v1/applications/{validate_spark_id(app_id)}"
+    code, body = yield path
+    if code == 404:
+        return None
+    _expect_ok(code, body, where, path)
+    done = [a for a in body.get("attempts") or [] if a.get("completed") and a.get("duration")]
+    if not done:
+        return None
+    code, executors = yield f"{path}/allexecutors"
+    if code != 200 or not isinstance(executors, list):
+        raise JobEndpointUnreachableError(
+            where, f"GET {path}/allexecutors answered HTTP {code}: {str(executors)[:300]}"
+        )
+    return done[-1], executors
+
+
 def _expect_ok(code: int, body: Any, where: str, path: str) -> None:
     if code != 200 or not isinstance(body, dict):
         raise JobEndpointUnreachableError(where, f"GET {path} answered HTTP {code}: {str(body)[:300]}")
@@ -279,75 +434,3 @@ def status_steps(kind: str, job_id: str, endpoint: str) -> StatusSteps:
     if kind == "spark-master":
         return spark_master_status_steps(validate_spark_id(job_id), f"the Spark master at {endpoint}")
     return spark_history_status_steps(validate_spark_id(job_id), f"the Spark history server at {endpoint}")
-
-
-# -- drivers ------------------------------------------------------------------------------------
-
-
-def _decode(response: Any) -> Any:
-    try:
-        return response.json() if response.content else None
-    except ValueError:
-        return response.text
-
-
-def fetch_status(kind: str, job_id: str, endpoint: str, *, timeout_s: float = 10.0) -> JobStatus:
-    """The job's status now (blocking; for sensors in poke/reschedule mode)."""
-    import httpx
-
-    endpoint = validate_endpoint(endpoint)
-    steps = status_steps(kind, job_id, endpoint)
-    with httpx.Client(timeout=timeout_s, follow_redirects=True) as client:
-        try:
-            path = next(steps)
-            while True:
-                try:
-                    response = client.get(f"{endpoint}{path}")
-                except httpx.HTTPError as exc:
-                    raise JobEndpointUnreachableError(endpoint, f"{type(exc).__name__}: {exc}") from exc
-                path = steps.send((response.status_code, _decode(response)))
-        except StopIteration as done:
-            return done.value
-
-
-def _new_async_client(timeout_s: float) -> Any:
-    import httpx
-
-    return httpx.AsyncClient(timeout=timeout_s, follow_redirects=True)
-
-
-async def open_async_client(timeout_s: float = 10.0) -> Any:
-    """An ``httpx.AsyncClient`` built in a worker thread.
-
-    Building one is synchronous work (the first ``import httpx``, loading the CA bundle into an
-    SSL context) that took 0.68 s on a busy triggerer: on the event loop it would block every
-    other trigger. A trigger opens one client per run and reuses its connections every poll.
-    """
-    return await asyncio.to_thread(_new_async_client, timeout_s)
-
-
-async def fetch_status_async(
-    kind: str, job_id: str, endpoint: str, *, timeout_s: float = 10.0, client: Any = None
-) -> JobStatus:
-    """The job's status now, without blocking the triggerer's event loop.
-
-    ``client``: an ``httpx.AsyncClient`` to reuse (see ``open_async_client``); without one, a
-    client is opened for this call only.
-    """
-    if client is None:
-        async with await open_async_client(timeout_s) as own:
-            return await fetch_status_async(kind, job_id, endpoint, timeout_s=timeout_s, client=own)
-    import httpx  # already imported by open_async_client: a dictionary lookup here
-
-    endpoint = validate_endpoint(endpoint)
-    steps = status_steps(kind, job_id, endpoint)
-    try:
-        path = next(steps)
-        while True:
-            try:
-                response = await client.get(f"{endpoint}{path}", timeout=timeout_s)
-            except httpx.HTTPError as exc:
-                raise JobEndpointUnreachableError(endpoint, f"{type(exc).__name__}: {exc}") from exc
-            path = steps.send((response.status_code, _decode(response)))
-    except StopIteration as done:
-        return done.value

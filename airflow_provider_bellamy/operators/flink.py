@@ -33,12 +33,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
-from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.hooks.flink import (
-    FlinkHook,
-    FlinkJobFailedError,
-    JobEndpointUnreachableError,
-)
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
+from airflow_provider_bellamy.hooks.flink import FlinkHook
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
@@ -262,8 +258,6 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         *,
         reattached: bool,
     ) -> dict[str, Any] | None:
-        from airflow_provider_bellamy.hooks.job_status import fetch_status
-
         hook = self._flink_hook()
         if self.deferrable:
             from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
@@ -289,19 +283,13 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     "reattached": reattached,
                 },
             )
-        deadline = None if self.job_timeout_s is None else time.monotonic() + float(self.job_timeout_s)
-        last_state = None
-        while True:
-            status = fetch_status("flink", job_id, hook.rest_url, timeout_s=hook.timeout_s)
-            if status.state != last_state:
-                self.log.info("Flink job %s is %s", job_id, status.state)
-                last_state = status.state
-            if status.terminal:
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                self._leave_running_job_to_retry(context, job_id)
-                raise TimeoutError(f"Flink job {job_id} still {status.state} after {self.job_timeout_s} s")
-            time.sleep(self.poll_interval_s)
+        try:
+            status = hook.job_status_hook().wait_for_status(
+                job_id, poll_interval_s=self.poll_interval_s, timeout_s=self.job_timeout_s
+            )
+        except TimeoutError:
+            self._leave_running_job_to_retry(context, job_id)
+            raise
         return self._finish(context, status, parallelism, decision, reattached=reattached)
 
     def _leave_running_job_to_retry(self, context: Context, job_id: str) -> None:
@@ -401,7 +389,9 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     "Bellamy: could not record Flink job %s (%s): %s", status.job_id, type(exc).__name__, exc
                 )
         if not status.succeeded:
-            raise FlinkJobFailedError(status.job_id, status.state, status.cause or "no cause reported")
+            raise JobFailedError(
+                status.job_id, status.state, status.cause or "no cause reported", kind="flink"
+            )
         return {
             "job_id": status.job_id,
             "parallelism": scale_out,

@@ -25,15 +25,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
+from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
@@ -44,12 +43,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-# Standalone ("app-20240101000000-0000"), local ("local-1700000000000") and YARN ids.
-_APP_ID_RE = re.compile(r"\b(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+)\b")
 _LOCAL_RE = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
-# A standalone cluster-mode driver ("driver-20240101000000-0000"), as spark-submit prints it.
-_DRIVER_ID_RE = re.compile(r"\b(driver-\d{14}-\d{4,})\b")
-_LOG_TAIL_LINES = 30
 
 
 class SparkDriverIdMissingError(BellamyError, RuntimeError):
@@ -64,69 +58,6 @@ class SparkDriverIdMissingError(BellamyError, RuntimeError):
             "the log level of org.apache.spark.deploy is above INFO.\n"
             f"Command: {command}\nLast spark-submit output:\n{log_tail or '(none)'}"
         )
-
-
-class BellamySparkSubmitHook(SparkSubmitHook):
-    """The provider's hook, also noting the application id and the standalone driver id that
-    spark-submit logs, and the last lines it printed (for error messages)."""
-
-    bellamy_app_id: str | None = None
-    bellamy_driver_id: str | None = None
-    bellamy_log_tail: deque[str] | None = None
-    bellamy_secrets: list[str] | None = None
-
-    def bellamy_detach(self) -> None:
-        """Return once spark-submit has handed a cluster-mode driver to a standalone master.
-
-        The provider would then poll the driver until it ends (its operator calls
-        ``_start_driver_status_tracking`` whenever this flag is set); the driver id is noted
-        by ``_process_spark_submit_log`` here instead.
-        """
-        self._should_track_driver_status = False
-
-    def _process_spark_submit_log(self, itr: Any) -> None:
-        from airflow_provider_bellamy.masking import mask_text
-
-        tail: deque[str] = deque(maxlen=_LOG_TAIL_LINES)
-        self.bellamy_log_tail = tail
-        secrets = self.bellamy_secrets or []
-
-        def tap(lines: Any) -> Any:
-            for raw in lines:
-                # the provider logs every line as is: an application echoing its arguments
-                # or Spark printing its conf would put a credential in the task log
-                line = mask_text(str(raw), secrets)
-                tail.append(line.rstrip())
-                if self.bellamy_app_id is None:
-                    match = _APP_ID_RE.search(line)
-                    if match:
-                        self.bellamy_app_id = match.group(1)
-                if self.bellamy_driver_id is None:
-                    match = _DRIVER_ID_RE.search(line)
-                    if match:
-                        self.bellamy_driver_id = match.group(1)
-                yield line
-
-        super()._process_spark_submit_log(tap(itr))
-
-    def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
-        """The provider masks keys containing ``secret`` or ``password``; this also masks tokens
-        (``oauthToken``, ``--api-token``), cloud account/access keys and ``user:password@`` in
-        URLs, and hands each value to Airflow's secrets masker. The provider logs the command
-        and its failure output through this method; the ``spark_submit_command`` XCom is built
-        with it."""
-        from airflow_provider_bellamy.masking import find_secrets, mask_text, register_secrets
-
-        args = [connection_cmd] if isinstance(connection_cmd, str) else [str(a) for a in connection_cmd]
-        secrets = find_secrets(args)
-        if secrets:
-            register_secrets(secrets)
-            self.bellamy_secrets = list(dict.fromkeys([*(self.bellamy_secrets or []), *secrets]))
-        return super()._mask_cmd([mask_text(a, self.bellamy_secrets or []) for a in args])
-
-    def bellamy_log_text(self) -> str:
-        """The last lines spark-submit printed, secrets masked."""
-        return "\n".join(self._mask_cmd([line]) for line in (self.bellamy_log_tail or ()))
 
 
 def master_kind(master: str) -> str:
@@ -240,6 +171,9 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
 
     # -- execution ---------------------------------------------------------------
 
+    def _get_hook(self) -> BellamySparkSubmitHook:
+        return BellamySparkSubmitHook.adopt(super()._get_hook())
+
     def _apply_size(self, scale_out: int) -> dict[str, Any]:
         probe = self._get_hook()
         settings = executor_settings(probe._connection["master"], scale_out, self.executor_cores_per_executor)
@@ -253,9 +187,6 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 conf[key] = value
         self.conf = conf
         hook = self._get_hook()
-        # The provider builds its hook with a fixed argument list; swapping the class (it adds
-        # no state of its own) keeps every argument the provider passes, now and in later versions.
-        hook.__class__ = BellamySparkSubmitHook
         if not self.wait_for_completion:
             hook.bellamy_detach()
         if settings["kind"] == "local":
@@ -355,7 +286,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         decision, facade, settings, reattached = self._launch(context)
         scale_out = int(decision["chosen_scale_out"])
         hook = self._hook
-        assert hook is not None
+        assert isinstance(hook, BellamySparkSubmitHook)
         ti = context["ti"]
         durable = bool(hook._should_track_driver_status)
         self.log.info(
@@ -386,7 +317,18 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         app_id = getattr(hook, "bellamy_app_id", None)
         observed = ObservedRun(runtime_s=wall_s, source="wall time of spark-submit", scale_out=scale_out)
         if status == "success":
-            observed = self._observe_application(settings, app_id, sampler, scale_out) or observed
+            observed = (
+                hook.observe_application(
+                    app_id,
+                    name=self.name,
+                    requested=scale_out,
+                    executor_cores=self.executor_cores_per_executor,
+                    history_server_url=self.history_server_url,
+                    standalone=settings.get("kind") == "standalone",
+                    sampler=sampler,
+                )
+                or observed
+            )
         self._log_observed(status, observed)
 
         result: dict[str, Any] | None = None
@@ -424,10 +366,10 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         records it); a driver recorded by an earlier try is not recorded again.
         """
         from airflow_provider_bellamy.callbacks import leave_to_retry
-        from airflow_provider_bellamy.hooks.job_status import JobStatus, fetch_status
 
         ti = context["ti"]
         hook = self._hook
+        assert isinstance(hook, BellamySparkSubmitHook)
         store = context.get("task_state_store")
         driver_id = (store.get(self.external_id_key) if store is not None else None) or getattr(
             hook, "_driver_id", None
@@ -445,17 +387,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                     still,
                 )
                 raise error
-        web = self._standalone_webui(settings["master"])
-        status: JobStatus | None = None
-        if driver_id and web:
-            for _ in range(20):  # the master lists the driver's application a moment after it ends
-                try:
-                    status = fetch_status("spark-master", driver_id, web)
-                except Exception as exc:
-                    self.log.debug("master JSON not available: %s", exc)
-                if status is not None and status.terminal and status.runtime_s is not None:
-                    break
-                time.sleep(0.5)
+        status = hook.driver_status(driver_id) if driver_id else None
         scale_out = int(decision["chosen_scale_out"])
         observed = ObservedRun(runtime_s=wall_s, source="wall time of the try", scale_out=scale_out)
         if status is not None and status.runtime_s is not None:
@@ -519,7 +451,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         started_at = dt.datetime.now(dt.timezone.utc)
         super().execute(context)
         driver_id = self._driver_id_or_raise(hook, command)
-        endpoint = self._standalone_webui(settings["master"])
+        endpoint = hook.master_webui()
         self.log.info("Bellamy: driver %s submitted; the master's web UI is %s", driver_id, endpoint)
         return {
             "job_id": driver_id,
@@ -601,80 +533,11 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         hook = self._bellamy_store_hook()
         return _run_with_timeout(hook.get_facade, hook.connect_timeout_s + 5.0, "opening the Bellamy store")
 
-    def _grant_sampler(self, settings: Mapping[str, Any], hook: Any) -> MasterGrantSampler | None:
+    def _grant_sampler(
+        self, settings: Mapping[str, Any], hook: BellamySparkSubmitHook
+    ) -> MasterGrantSampler | None:
         """Samples the executors a standalone master grants this application while it runs
-        (client deploy mode: the application id is in spark-submit's own log)."""
-        from airflow_provider_bellamy.spark_cluster import fetch_json
-
+        (client deploy mode only: a cluster-mode driver's application id is not in the log)."""
         if settings.get("kind") != "standalone" or hook._connection.get("deploy_mode") == "cluster":
             return None
-        web = self._standalone_webui(settings["master"])
-        if not web:
-            return None
-        return MasterGrantSampler(
-            fetch=lambda: fetch_json(f"{web}/json/", timeout_s=5.0),
-            app_id=lambda: getattr(hook, "bellamy_app_id", None),
-            executor_cores=self.executor_cores_per_executor,
-        ).start()
-
-    def _observe_application(
-        self,
-        settings: Mapping[str, Any],
-        app_id: str | None,
-        sampler: MasterGrantSampler | None,
-        requested: int,
-    ) -> ObservedRun | None:
-        """The application's own timing when Spark reports it: a history server's attempt and
-        executor add times, else the standalone master's duration split by the sampled grants."""
-        from airflow_provider_bellamy.hooks.spark_timing import timing_from_history
-        from airflow_provider_bellamy.spark_cluster import fetch_json
-
-        if self.history_server_url and app_id:
-            base = f"{self.history_server_url.rstrip('/')}/api/v1/applications/{app_id}"
-            for _ in range(10):  # the history server picks the event log up on its next scan
-                try:
-                    attempts = fetch_json(base, timeout_s=5.0).get("attempts") or []
-                    done = [a for a in attempts if a.get("completed") and a.get("duration")]
-                    if done:
-                        duration_s = float(done[-1]["duration"]) / 1000.0
-                        executors = fetch_json(f"{base}/allexecutors", timeout_s=5.0)
-                        timing = timing_from_history(done[-1], executors, self.executor_cores_per_executor)
-                        return ObservedRun.of(duration_s, timing, f"history server ({app_id})", requested)
-                except Exception as exc:
-                    self.log.debug("history server not ready: %s", exc)
-                time.sleep(1.0)
-        if settings.get("kind") == "standalone":
-            web = self._standalone_webui(settings["master"])
-            if web:
-                for _ in range(10):  # the master moves the app to completedapps a moment after exit
-                    try:
-                        for app in fetch_json(f"{web}/json/", timeout_s=5.0).get("completedapps", []):
-                            match = app.get("id") == app_id if app_id else app.get("name") == self.name
-                            if match and app.get("duration"):
-                                duration_s = float(app["duration"]) / 1000.0
-                                timing = sampler.timing(duration_s) if sampler is not None else None
-                                return ObservedRun.of(
-                                    duration_s,
-                                    timing,
-                                    f"standalone master ({app.get('id')})",
-                                    requested,
-                                )
-                    except Exception as exc:
-                        self.log.debug("master JSON not available: %s", exc)
-                        break
-                    time.sleep(0.5)
-        return None
-
-    def _standalone_webui(self, master: str) -> str | None:
-        """The master's web UI: the Spark connection's ``master-webui`` extra, else host:8080."""
-        from airflow.sdk import BaseHook
-
-        try:
-            conn_extra = BaseHook.get_connection(self._conn_id).extra_dejson or {}
-        except Exception:
-            conn_extra = {}
-        web = conn_extra.get("master-webui") or conn_extra.get("master_webui")
-        if web:
-            return str(web).rstrip("/")
-        host = master.replace("spark://", "").split(",")[0].rsplit(":", 1)[0]
-        return f"http://{host}:8080"
+        return hook.start_grant_sampler(self.executor_cores_per_executor)

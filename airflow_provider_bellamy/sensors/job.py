@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
-from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.hooks.flink import FlinkJobFailedError, JobEndpointUnreachableError
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
+from airflow_provider_bellamy.hooks.job import JobStatusHook
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
 
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.hooks.job_status import JobStatus
 
 
-class BellamyJobFailedError(FlinkJobFailedError):
-    """A watched Spark application or Flink job ended unsuccessfully."""
+# A watched job that ended unsuccessfully raises the neutral JobFailedError; the old name stays.
+BellamyJobFailedError = JobFailedError
 
 
 class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
@@ -142,16 +142,18 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
             endpoint = FlinkHook(self.flink_conn_id).rest_url
         return str(kind), str(job_id), validate_endpoint(endpoint)
 
+    def _status_hook(self, kind: str, endpoint: str) -> JobStatusHook:
+        return JobStatusHook(kind, endpoint, timeout_s=self.request_timeout_s)
+
     # -- waiting ---------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        from airflow_provider_bellamy.hooks.job_status import fetch_status
         from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
 
         kind, job_id, endpoint = self._resolve(context)
-        status = fetch_status(kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        status = self._status_hook(kind, endpoint).get_status(job_id)
         if status.terminal:  # nothing to wait for: no trigger round trip
             return self._complete(context, status)
         timeout = dt.timedelta(seconds=float(self.timeout)) if self.timeout else None
@@ -170,10 +172,8 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         )
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from airflow_provider_bellamy.hooks.job_status import fetch_status
-
         kind, job_id, endpoint = self._resolve(context)
-        status = fetch_status(kind, job_id, endpoint, timeout_s=self.request_timeout_s)
+        status = self._status_hook(kind, endpoint).get_status(job_id)
         self.log.info("%s job %s is %s", kind, job_id, status.state)
         if not status.terminal:
             return False
@@ -245,7 +245,9 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
                 requested_scale_out=submitted.get("scale_out") or decision.get("chosen_scale_out"),
             )
         if not status.succeeded and self.fail_on_job_failure:
-            raise BellamyJobFailedError(status.job_id, status.state, status.cause or "no cause reported")
+            raise JobFailedError(
+                status.job_id, status.state, status.cause or "no cause reported", kind=status.kind
+            )
         return {
             **status.to_dict(),
             "runtime_s": status.runtime_s,

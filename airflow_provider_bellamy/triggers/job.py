@@ -1,7 +1,7 @@
 """Waiting for a submitted job without holding a worker slot: ``BellamyJobTrigger``.
 
 The status protocol (Flink REST, Spark master JSON, Spark history server) lives in
-``airflow_provider_bellamy.hooks.job_status``; the trigger drives its asyncio client.
+``airflow_provider_bellamy.hooks.job_status``; the trigger asks ``JobStatusHook`` (asyncio).
 """
 
 from __future__ import annotations
@@ -14,27 +14,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.hooks.flink import JobEndpointUnreachableError
-from airflow_provider_bellamy.hooks.job_status import (
-    JOB_KINDS,
-    JobStatus,
-    fetch_status,
-    fetch_status_async,
-    open_async_client,
-    validate_endpoint,
-    validate_kind,
-)
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError
+from airflow_provider_bellamy.hooks.job import JobStatusHook
+from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, JobStatus, validate_endpoint, validate_kind
 
-__all__ = [
-    "JOB_KINDS",
-    "BellamyJobTrigger",
-    "JobStatus",
-    "fetch_status",
-    "fetch_status_async",
-    "validate_endpoint",
-    "validate_kind",
-]
+__all__ = ["JOB_KINDS", "BellamyJobTrigger", "JobStatus", "validate_endpoint", "validate_kind"]
 
 
 def _parse_deadline(value: Any) -> dt.datetime | None:
@@ -99,20 +83,18 @@ class BellamyJobTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         # One client for the whole wait: its connections are reused by every poll, and it is
-        # built off the event loop (see open_async_client).
-        async with await open_async_client(self.request_timeout_s) as client:
-            async for event in self._poll(client):
+        # built off the event loop (see JobStatusHook.__aenter__).
+        async with JobStatusHook(self.kind, self.endpoint, timeout_s=self.request_timeout_s) as hook:
+            async for event in self._poll(hook):
                 yield event
 
-    async def _poll(self, client: Any) -> AsyncIterator[TriggerEvent]:
+    async def _poll(self, hook: JobStatusHook) -> AsyncIterator[TriggerEvent]:
         """Poll until one event; the last thing it does is yield it."""
         unreachable_since: float | None = None
         last: JobStatus | None = None
         while True:
             try:
-                last = await fetch_status_async(
-                    self.kind, self.job_id, self.endpoint, timeout_s=self.request_timeout_s, client=client
-                )
+                last = await hook.a_get_status(self.job_id)
                 unreachable_since = None
             except JobEndpointUnreachableError as exc:
                 now = time.monotonic()

@@ -76,11 +76,11 @@ def test_unreachable_rest_endpoint_error_hides_the_url_password(caplog: pytest.L
     assert f"alice:***@127.0.0.1:{port}" in str(err.value)  # still names the endpoint
     assert not _leaks(str(err.value)) and not _leaks(err.value.url) and not _leaks(caplog.text)
     # the trigger and the sensors report the same error class
-    from airflow_provider_bellamy.hooks.job_status import fetch_status
+    from airflow_provider_bellamy.hooks.job import JobStatusHook
 
     with pytest.raises(JobEndpointUnreachableError) as err:
-        fetch_status(
-            "spark-master", "app-20260101000000-0001", f"http://alice:{URL_PASSWORD}@127.0.0.1:{port}"
+        JobStatusHook("spark-master", f"http://alice:{URL_PASSWORD}@127.0.0.1:{port}").get_status(
+            "app-20260101000000-0001"
         )
     assert not _leaks(str(err.value))
 

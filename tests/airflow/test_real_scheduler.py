@@ -32,9 +32,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_bellamy.spark_cluster import free_port
 from tests.fixtures.airflow import EXAMPLES, REPO, connection_json
-from tests.fixtures.spark import WORKERS
+from tests.fixtures.spark import WORKERS, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -73,7 +73,7 @@ def test_runtime_excludes_the_wait_for_cores(
 ) -> None:
     from airflow.sdk import DAG
 
-    from airflow_provider_bellamy.spark_cluster import spark_home
+    from tests.fixtures.spark import spark_home
 
     cluster = spark_standalone
     _seed(bellamy_store)

@@ -21,7 +21,7 @@ def test_local_run_duration_from_the_history_server(
     from airflow.sdk import DAG
 
     from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
-    from airflow_provider_bellamy.spark_cluster import fetch_json, start_history_server
+    from tests.fixtures.spark import fetch_json, start_history_server
 
     with start_history_server(tmp_path / "events", base_dir=tmp_path / "hs") as history:
         with DAG(

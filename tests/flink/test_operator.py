@@ -253,9 +253,9 @@ def test_a_job_reattached_by_a_later_try_is_not_recorded_twice(
     from types import SimpleNamespace
 
     from airflow_provider_bellamy.callbacks import forget_recorded
-    from airflow_provider_bellamy.triggers.job import fetch_status
+    from airflow_provider_bellamy.hooks.job import JobStatusHook
 
-    status = fetch_status("flink", finished_wordcount.job_id, flink_cluster.rest_url)
+    status = JobStatusHook("flink", flink_cluster.rest_url).get_status(finished_wordcount.job_id)
     operator = BellamyFlinkOperator(task_id="wc", application=WORDCOUNT, job_type="flink_wordcount")
     rows = []
     for try_number in (1, 2):

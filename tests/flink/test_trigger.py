@@ -11,12 +11,8 @@ import uuid
 import pytest
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.triggers.job import (
-    BellamyJobTrigger,
-    JobStatus,
-    fetch_status,
-    fetch_status_async,
-)
+from airflow_provider_bellamy.hooks.job import JobStatusHook
+from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, JobStatus
 
 pytestmark = [pytest.mark.flink]
 
@@ -86,8 +82,8 @@ def test_trigger_reports_a_finished_job_with_its_rest_duration(flink_cluster, fi
     start_ms = finished_wordcount.start_time_ms
     assert status.started_at == dt.datetime.fromtimestamp(start_ms / 1000, dt.timezone.utc)
     # Blocking and asynchronous clients agree.
-    assert fetch_status("flink", job_id, url) == status
-    assert asyncio.run(fetch_status_async("flink", job_id, url)) == status
+    assert JobStatusHook("flink", url).get_status(job_id) == status
+    assert asyncio.run(JobStatusHook("flink", url).a_get_status(job_id)) == status
 
 
 def test_trigger_unknown_job_id_is_an_error_event(flink_cluster) -> None:

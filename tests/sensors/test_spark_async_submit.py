@@ -125,7 +125,7 @@ def test_detached_hook_reads_the_driver_id_and_never_polls(
     assert hook.bellamy_driver_id == "driver-20260102030405-0007"
     assert len(calls.read_text().splitlines()) == 1  # the provider would poll with --status
     assert "--status" not in calls.read_text()
-    assert op._standalone_webui(hook._connection["master"]) == "http://127.0.0.1:8080"
+    assert hook.master_webui() == "http://127.0.0.1:8080"
 
 
 def test_missing_driver_id_names_the_log_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

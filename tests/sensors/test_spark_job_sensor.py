@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from airflow_provider_bellamy.triggers.job import fetch_status
+from airflow_provider_bellamy.hooks.job import JobStatusHook
 from tests.fixtures.airflow import task_states
 from tests.fixtures.airflow_db import run_dag_test
 from tests.fixtures.spark import spark_job
@@ -24,7 +24,7 @@ SMALL = ["--driver-memory", "512m", "--executor-memory", "512m", "--total-execut
 
 
 def _spark_submit(cluster, *args: str) -> list[str]:
-    from airflow_provider_bellamy.spark_cluster import spark_home
+    from tests.fixtures.spark import spark_home
 
     return [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.master_url, *SMALL, *args]
 
@@ -46,7 +46,7 @@ def test_sensor_records_a_spark_application_and_a_cluster_mode_driver(
     from airflow.sdk import DAG
 
     from airflow_provider_bellamy.sensors.job import BellamyJobSensor
-    from airflow_provider_bellamy.spark_cluster import spark_home
+    from tests.fixtures.spark import spark_home
 
     cluster = spark_standalone
     env = cluster.env()
@@ -122,7 +122,7 @@ def test_sensor_records_a_spark_application_and_a_cluster_mode_driver(
     assert runs["sense_app"]["external_id"] == app_id
     assert runs["sense_app"]["runtime_s"] == app["duration"] / 1000
     assert runs["sense_app"]["status"] == "success" and runs["sense_app"]["framework"] == "spark"
-    driver = fetch_status("spark-master", driver_id, cluster.webui_url)
+    driver = JobStatusHook("spark-master", cluster.webui_url).get_status(driver_id)
     assert driver.state == "FINISHED" and driver.duration_ms is not None
     assert runs["sense_driver"]["external_id"] == driver_id
     assert runs["sense_driver"]["runtime_s"] == driver.duration_ms / 1000

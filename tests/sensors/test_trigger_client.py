@@ -110,7 +110,7 @@ def test_one_client_per_run_built_off_the_loop_and_no_slow_callback(
 
 
 def test_a_one_off_status_call_closes_its_own_client(master: MasterStub) -> None:
-    from airflow_provider_bellamy.hooks.job_status import fetch_status_async
+    from airflow_provider_bellamy.hooks.job import JobStatusHook
 
-    status = asyncio.run(fetch_status_async("spark-master", APP_ID, master.url))
+    status = asyncio.run(JobStatusHook("spark-master", master.url).a_get_status(APP_ID))
     assert status.state == "RUNNING" and not status.terminal

@@ -1,4 +1,6 @@
-"""Start and stop a Spark standalone cluster (one master, N workers) on 127.0.0.1.
+"""Start and stop a Spark standalone cluster (one master, N workers) on 127.0.0.1: for
+``bellamy demo`` and the test fixtures only, not provider API (it starts daemons and kills
+the ones it started).
 
 Uses the ``spark-daemon.sh`` that the pyspark wheel ships (it has no
 ``start-master.sh``). Every daemon gets its own pid, log and work directory under
@@ -26,7 +28,6 @@ from typing import Any
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
-HISTORY_CLASS = "org.apache.spark.deploy.history.HistoryServer"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
 
@@ -51,7 +52,7 @@ def free_port() -> int:
 
 
 def fetch_json(url: str, timeout_s: float = 5.0) -> Any:
-    """GET a JSON document (only used against the cluster's own loopback web UI or a history server)."""
+    """GET a JSON document (only used against the cluster's own loopback web UI)."""
     if not url.startswith(("http://", "https://")):
         raise InvalidInputError("url", url, "must be an http(s) URL")
     with urllib.request.urlopen(url, timeout=timeout_s) as response:
@@ -295,94 +296,3 @@ def start_standalone_cluster(
         rest_port=free_port() if rest else 0,
     )
     return cluster.start(timeout_s=timeout_s)
-
-
-@dataclass
-class SparkHistoryServer:
-    """A Spark history server on 127.0.0.1 reading the event logs in ``event_dir``."""
-
-    event_dir: Path
-    port: int
-    base_dir: Path
-    ident: str
-    _cluster: SparkStandaloneCluster
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def spark_conf(self) -> dict[str, str]:
-        """What an application needs to be seen by this history server."""
-        return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{self.event_dir}"}
-
-    def stop(self) -> None:
-        self._cluster.stop()
-
-    def __enter__(self) -> SparkHistoryServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def start_history_server(
-    event_dir: str | Path, *, base_dir: str | Path | None = None, timeout_s: float = 90.0
-) -> SparkHistoryServer:
-    """Start a history server on 127.0.0.1 that rescans ``event_dir`` every second."""
-    events = Path(event_dir)
-    events.mkdir(parents=True, exist_ok=True)
-    owns = base_dir is None
-    base = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="bellamy-spark-history-"))
-    port = free_port()
-    # The daemon bookkeeping (pid, logs, stop) is the cluster's; it simply has no workers here.
-    daemons = SparkStandaloneCluster(
-        workers=0,
-        cores_per_worker=1,
-        memory_per_worker="1g",
-        base_dir=base,
-        master_port=0,
-        master_webui_port=port,
-        ident=f"bellamyhs{os.getpid()}x{base.name[-8:]}",
-        _owns_base_dir=owns,
-    )
-    for sub in ("pids", "logs"):
-        (base / sub).mkdir(parents=True, exist_ok=True)
-    opts = " ".join(
-        [
-            f"-Dspark.history.fs.logDirectory=file://{events}",
-            f"-Dspark.history.ui.port={port}",
-            "-Dspark.history.fs.update.interval=1s",
-        ]
-    )
-    env_opts = {"SPARK_HISTORY_OPTS": opts}
-    try:
-        script = spark_home() / "sbin" / "spark-daemon.sh"
-        env = {**daemons.env(), **env_opts}
-        proc = subprocess.run(
-            ["bash", str(script), "start", HISTORY_CLASS, "1"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise SparkClusterError(
-                f"spark-daemon.sh start HistoryServer failed: {proc.stdout} {proc.stderr}"
-            )
-        daemons._started.append((HISTORY_CLASS, 1))
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fetch_json(f"http://127.0.0.1:{port}/api/v1/applications", timeout_s=2.0)
-                break
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                if time.monotonic() > deadline:
-                    raise SparkClusterError(f"history server did not answer on port {port}: {exc}") from exc
-                time.sleep(0.5)
-    except BaseException:
-        daemons.stop()
-        raise
-    return SparkHistoryServer(
-        event_dir=events, port=port, base_dir=base, ident=daemons.ident, _cluster=daemons
-    )

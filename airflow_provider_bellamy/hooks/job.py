@@ -1,0 +1,251 @@
+"""``JobStatusHook``: the HTTP side of a cluster's job status endpoint, blocking and asyncio.
+
+The protocol (which paths to GET, how to read the answers) lives sans I/O in
+``hooks.job_status``; this hook sends its requests, decodes the answers once for every
+caller, and gives the operators, the sensor and the trigger the same calls:
+
+* ``get_status`` / ``a_get_status``: one job's ``JobStatus`` now;
+* ``wait_for_status``: poll until the job ends (a worker's wait);
+* ``poll``: ask a few times for a figure a cluster publishes a moment after a job ends;
+* ``get_json`` / ``request``: a single call (``/overview``, a cancel).
+
+An ``async with`` block holds one ``httpx.AsyncClient`` for all its calls (a trigger's whole
+wait reuses its connections); the client is built off the event loop. ``httpx`` is imported
+on first use: DAG files import the sensor and the operators, which import this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Generator
+from typing import Any, Protocol, TypeVar
+
+from airflow.sdk import BaseHook
+
+from airflow_provider_bellamy.exceptions import JobEndpointUnreachableError
+from airflow_provider_bellamy.hooks.job_status import (
+    JobStatus,
+    Response,
+    status_steps,
+    validate_endpoint,
+    validate_kind,
+)
+
+T = TypeVar("T")
+S = TypeVar("S", bound="_HasState")
+
+_WHERE = {
+    "flink": "the Flink JobManager",
+    "spark-master": "the Spark master",
+    "spark-history": "the Spark history server",
+}
+
+
+class _HasState(Protocol):
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def terminal(self) -> bool: ...
+
+
+def _decode(response: Any) -> Any:
+    """The one decoder of every answer: JSON when it parses, else the text, None when empty."""
+    try:
+        return response.json() if response.content else None
+    except ValueError:
+        return response.text
+
+
+def _new_client(timeout_s: float) -> Any:
+    import httpx
+
+    return httpx.Client(timeout=timeout_s, follow_redirects=True)
+
+
+def _new_async_client(timeout_s: float) -> Any:
+    import httpx
+
+    return httpx.AsyncClient(timeout=timeout_s, follow_redirects=True)
+
+
+def wait_until_terminal(
+    get: Callable[[], S],
+    *,
+    what: str,
+    poll_interval_s: float,
+    timeout_s: float | None = None,
+    on_poll: Callable[[S], None] | None = None,
+    log: Any = None,
+) -> S:
+    """Call ``get`` every ``poll_interval_s`` until what it returns is terminal.
+
+    ``TimeoutError`` ("<what> still <state> after <timeout_s> s") when ``timeout_s`` runs out
+    first; the job itself is left alone. ``log`` gets a line each time the state changes.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
+    last_state = None
+    while True:
+        current = get()
+        if on_poll is not None:
+            on_poll(current)
+        if log is not None and current.state != last_state:
+            log.info("%s is %s", what, current.state)
+            last_state = current.state
+        if current.terminal:
+            return current
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"{what} still {current.state} after {timeout_s} s")
+        time.sleep(poll_interval_s)
+
+
+class JobStatusHook(BaseHook):
+    """Reads one cluster's job status endpoint: a Flink JobManager's REST API (``flink``), a
+    Spark standalone master's web UI (``spark-master``) or a Spark history server
+    (``spark-history``), at ``endpoint`` (its base URL).
+
+    Transport failures and non-200 answers raise ``JobEndpointUnreachableError`` (URL
+    credentials masked); an id the cluster does not know raises ``UnknownJobIdError``.
+    """
+
+    hook_name = "Bellamy job status"
+
+    def __init__(self, kind: str, endpoint: str, *, timeout_s: float = 10.0) -> None:
+        super().__init__()
+        self.kind = validate_kind(kind)
+        self.endpoint = validate_endpoint(endpoint)
+        self.timeout_s = float(timeout_s)
+        self._async_client: Any = None
+
+    @property
+    def where(self) -> str:
+        """The endpoint, named for error messages."""
+        return f"{_WHERE[self.kind]} at {self.endpoint}"
+
+    # -- blocking ----------------------------------------------------------------------------------
+
+    def _send(self, client: Any, method: str, path: str) -> Response:
+        import httpx
+
+        try:
+            response = client.request(method, f"{self.endpoint}{path}")
+        except httpx.HTTPError as exc:
+            raise JobEndpointUnreachableError(self.endpoint, f"{type(exc).__name__}: {exc}") from exc
+        return response.status_code, _decode(response)
+
+    def request(self, method: str, path: str) -> Response:
+        """One request: (HTTP status, decoded body)."""
+        with _new_client(self.timeout_s) as client:
+            return self._send(client, method, path)
+
+    def get_json(self, path: str) -> Any:
+        """``GET path``; anything but HTTP 200 raises ``JobEndpointUnreachableError``."""
+        code, body = self.request("GET", path)
+        if code != 200:
+            raise JobEndpointUnreachableError(
+                self.endpoint, f"GET {path} answered HTTP {code}: {str(body)[:300]}"
+            )
+        return body
+
+    def drive(self, steps: Generator[str, Response, T]) -> T:
+        """Run a protocol generator of ``hooks.job_status`` over one client; its result."""
+        with _new_client(self.timeout_s) as client:
+            try:
+                path = next(steps)
+                while True:
+                    path = steps.send(self._send(client, "GET", path))
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def get_status(self, job_id: str) -> JobStatus:
+        """The job's status now."""
+        return self.drive(status_steps(self.kind, job_id, self.endpoint))
+
+    def wait_for_status(
+        self,
+        job_id: str,
+        *,
+        poll_interval_s: float,
+        timeout_s: float | None = None,
+        on_poll: Callable[[JobStatus], None] | None = None,
+    ) -> JobStatus:
+        """Poll until the job has ended; ``TimeoutError`` past ``timeout_s`` (see
+        ``wait_until_terminal``). Each change of state is logged."""
+        what = f"{'Flink' if self.kind == 'flink' else 'Spark'} job {job_id}"
+        return wait_until_terminal(
+            lambda: self.get_status(job_id),
+            what=what,
+            poll_interval_s=poll_interval_s,
+            timeout_s=timeout_s,
+            on_poll=on_poll,
+            log=self.log,
+        )
+
+    def poll(
+        self,
+        steps: Callable[[], Generator[str, Response, T]],
+        *,
+        done: Callable[[T], bool],
+        polls: int,
+        interval_s: float,
+        give_up_when_unreachable: bool = False,
+    ) -> T | None:
+        """Drive ``steps()`` up to ``polls`` times, ``interval_s`` apart, until ``done(result)``:
+        for a figure a cluster publishes a moment after a job ends. Returns the last result (None
+        when no call answered). Errors are logged and retried, except an unreachable endpoint
+        with ``give_up_when_unreachable``."""
+        result: T | None = None
+        for attempt in range(polls):
+            try:
+                result = self.drive(steps())
+            except JobEndpointUnreachableError as exc:
+                self.log.debug("%s not available: %s", self.where, exc)
+                if give_up_when_unreachable:
+                    return result
+            except Exception as exc:
+                self.log.debug("%s not ready: %s", self.where, exc)
+            else:
+                if done(result):
+                    return result
+            if attempt + 1 < polls:
+                time.sleep(interval_s)
+        return result
+
+    # -- asyncio -----------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> JobStatusHook:
+        # Building a client is synchronous work (the first `import httpx`, loading the CA bundle
+        # into an SSL context) that took 0.68 s on a busy triggerer: on the event loop it would
+        # block every other trigger.
+        self._async_client = await asyncio.to_thread(_new_async_client, self.timeout_s)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        client, self._async_client = self._async_client, None
+        if client is not None:
+            await client.aclose()
+
+    async def a_drive(self, steps: Generator[str, Response, T]) -> T:
+        """``drive`` on the event loop, with the ``async with`` block's client (else one opened
+        for this call only)."""
+        if self._async_client is None:
+            async with self:
+                return await self.a_drive(steps)
+        import httpx  # already imported when the client was built: a dictionary lookup here
+
+        client = self._async_client
+        try:
+            path = next(steps)
+            while True:
+                try:
+                    response = await client.get(f"{self.endpoint}{path}", timeout=self.timeout_s)
+                except httpx.HTTPError as exc:
+                    raise JobEndpointUnreachableError(self.endpoint, f"{type(exc).__name__}: {exc}") from exc
+                path = steps.send((response.status_code, _decode(response)))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def a_get_status(self, job_id: str) -> JobStatus:
+        """The job's status now, without blocking the event loop."""
+        return await self.a_drive(status_steps(self.kind, job_id, self.endpoint))

@@ -1,0 +1,187 @@
+"""``BellamySparkSubmitHook``: the Spark provider's spark-submit hook, plus what Bellamy reads.
+
+It notes the application id and the standalone driver id spark-submit logs, masks more
+secrets than the provider does, and reads what the cluster reports about an application: its
+duration and the executors it was granted (a standalone master's ``/json/`` or a history
+server, through ``JobStatusHook``), so the operator opens no connection itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+from airflow_provider_bellamy.hooks.job import JobStatusHook
+from airflow_provider_bellamy.hooks.job_status import (
+    JobStatus,
+    spark_history_attempt_steps,
+    spark_master_completed_app_steps,
+    status_steps,
+)
+from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun, timing_from_history
+
+# Standalone ("app-20240101000000-0000"), local ("local-1700000000000") and YARN ids.
+_APP_ID_RE = re.compile(r"\b(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+)\b")
+# A standalone cluster-mode driver ("driver-20240101000000-0000"), as spark-submit prints it.
+_DRIVER_ID_RE = re.compile(r"\b(driver-\d{14}-\d{4,})\b")
+_LOG_TAIL_LINES = 30
+
+
+class BellamySparkSubmitHook(SparkSubmitHook):
+    """The provider's hook, also noting the application id and the standalone driver id that
+    spark-submit logs, and the last lines it printed (for error messages); and reading what
+    the cluster reports about the application (its duration, the executors it was granted)."""
+
+    bellamy_app_id: str | None = None
+    bellamy_driver_id: str | None = None
+    bellamy_log_tail: deque[str] | None = None
+    bellamy_secrets: list[str] | None = None
+
+    @classmethod
+    def adopt(cls, hook: SparkSubmitHook) -> BellamySparkSubmitHook:
+        """The provider's hook as this class.
+
+        The provider builds its hook with a fixed argument list; swapping the class (it adds no
+        state of its own) keeps every argument the provider passes, now and in later versions.
+        """
+        hook.__class__ = cls
+        return hook  # type: ignore[return-value]
+
+    def bellamy_detach(self) -> None:
+        """Return once spark-submit has handed a cluster-mode driver to a standalone master.
+
+        The provider would then poll the driver until it ends (its operator calls
+        ``_start_driver_status_tracking`` whenever this flag is set); the driver id is noted
+        by ``_process_spark_submit_log`` here instead.
+        """
+        self._should_track_driver_status = False
+
+    def _process_spark_submit_log(self, itr: Any) -> None:
+        from airflow_provider_bellamy.masking import mask_text
+
+        tail: deque[str] = deque(maxlen=_LOG_TAIL_LINES)
+        self.bellamy_log_tail = tail
+        secrets = self.bellamy_secrets or []
+
+        def tap(lines: Any) -> Any:
+            for raw in lines:
+                # the provider logs every line as is: an application echoing its arguments
+                # or Spark printing its conf would put a credential in the task log
+                line = mask_text(str(raw), secrets)
+                tail.append(line.rstrip())
+                if self.bellamy_app_id is None:
+                    match = _APP_ID_RE.search(line)
+                    if match:
+                        self.bellamy_app_id = match.group(1)
+                if self.bellamy_driver_id is None:
+                    match = _DRIVER_ID_RE.search(line)
+                    if match:
+                        self.bellamy_driver_id = match.group(1)
+                yield line
+
+        super()._process_spark_submit_log(tap(itr))
+
+    def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
+        """The provider masks keys containing ``secret`` or ``password``; this also masks tokens
+        (``oauthToken``, ``--api-token``), cloud account/access keys and ``user:password@`` in
+        URLs, and hands each value to Airflow's secrets masker. The provider logs the command
+        and its failure output through this method; the ``spark_submit_command`` XCom is built
+        with it."""
+        from airflow_provider_bellamy.masking import find_secrets, mask_text, register_secrets
+
+        args = [connection_cmd] if isinstance(connection_cmd, str) else [str(a) for a in connection_cmd]
+        secrets = find_secrets(args)
+        if secrets:
+            register_secrets(secrets)
+            self.bellamy_secrets = list(dict.fromkeys([*(self.bellamy_secrets or []), *secrets]))
+        return super()._mask_cmd([mask_text(a, self.bellamy_secrets or []) for a in args])
+
+    def bellamy_log_text(self) -> str:
+        """The last lines spark-submit printed, secrets masked."""
+        return "\n".join(self._mask_cmd([line]) for line in (self.bellamy_log_tail or ()))
+
+    # -- what the cluster reports -----------------------------------------------------------------
+
+    def master_webui(self) -> str:
+        """A standalone master's web UI: the connection's ``master-webui`` extra, else host:8080."""
+        try:
+            conn_extra = self.get_connection(self._conn_id).extra_dejson or {}
+        except Exception:
+            conn_extra = {}
+        web = conn_extra.get("master-webui") or conn_extra.get("master_webui")
+        if web:
+            return str(web).rstrip("/")
+        host = str(self._connection["master"]).replace("spark://", "").split(",")[0].rsplit(":", 1)[0]
+        return f"http://{host}:8080"
+
+    def master_status_hook(self, timeout_s: float = 5.0) -> JobStatusHook:
+        """The standalone master's ``/json/`` endpoint."""
+        return JobStatusHook("spark-master", self.master_webui(), timeout_s=timeout_s)
+
+    def start_grant_sampler(self, executor_cores: int) -> MasterGrantSampler:
+        """Samples, while the application runs, the executors the standalone master grants it
+        (client deploy mode: the application id is in spark-submit's own log)."""
+        master = self.master_status_hook()
+        return MasterGrantSampler(
+            fetch=lambda: master.get_json("/json/"),
+            app_id=lambda: self.bellamy_app_id,
+            executor_cores=executor_cores,
+        ).start()
+
+    def observe_application(
+        self,
+        app_id: str | None,
+        *,
+        name: str | None,
+        requested: int,
+        executor_cores: int,
+        history_server_url: str | None = None,
+        standalone: bool = False,
+        sampler: MasterGrantSampler | None = None,
+    ) -> ObservedRun | None:
+        """A finished application's own timing when Spark reports it: a history server's attempt
+        and executor add times, else the standalone master's duration split by the sampled
+        grants; None when neither has it."""
+        if history_server_url and app_id:
+            history = JobStatusHook("spark-history", history_server_url, timeout_s=5.0)
+            # the history server picks the event log up on its next scan
+            found = history.poll(
+                lambda: spark_history_attempt_steps(app_id, history.where),
+                done=lambda r: r is not None,
+                polls=10,
+                interval_s=1.0,
+            )
+            if found is not None:
+                attempt, executors = found
+                duration_s = float(attempt["duration"]) / 1000.0
+                timing = timing_from_history(attempt, executors, executor_cores)
+                return ObservedRun.of(duration_s, timing, f"history server ({app_id})", requested)
+        if standalone:
+            master = self.master_status_hook()
+            # the master moves the application to completedapps a moment after it exits
+            app = master.poll(
+                lambda: spark_master_completed_app_steps(app_id, name, master.where),
+                done=lambda r: r is not None,
+                polls=10,
+                interval_s=0.5,
+                give_up_when_unreachable=True,
+            )
+            if app is not None:
+                duration_s = float(app["duration"]) / 1000.0
+                timing = sampler.timing(duration_s) if sampler is not None else None
+                return ObservedRun.of(duration_s, timing, f"standalone master ({app.get('id')})", requested)
+        return None
+
+    def driver_status(self, driver_id: str) -> JobStatus | None:
+        """A standalone cluster-mode driver's status once it has ended and the master lists its
+        application's duration (a moment after the driver ends); the last answer, or None."""
+        master = self.master_status_hook(timeout_s=10.0)
+        return master.poll(
+            lambda: status_steps("spark-master", driver_id, master.endpoint),
+            done=lambda s: s is not None and s.terminal and s.runtime_s is not None,
+            polls=20,
+            interval_s=0.5,
+        )
