@@ -21,6 +21,7 @@ from airflow_provider_bellamy.model.calibration import (
     max_confidence,
     residual_quantiles,
     table_scale,
+    widened,
 )
 from airflow_provider_bellamy.model.extrapolation import (
     Extrapolation,
@@ -412,7 +413,11 @@ class RuntimeModel:
             np.ones((1, len(log_y))),
             noise_sd=self._likelihood_sd,
             learned_cov=self._prior_covariance(),
-            check_above=self._smallest_max,
+            # a context from outside the training data is checked at every scale-out it ran at
+            # (see _quantiles): the training data's cliffs at its smallest scale-outs are not its
+            check_above=0.0
+            if self._band_sources(signals(self.metadata.get("domain"), ctx))[2]
+            else self._smallest_max,
             correction=self._correction,
             # a value the model never saw: the context comes from elsewhere (see finetuning)
             other_prior=UNSEEN_VALUE_PRIOR
@@ -618,11 +623,12 @@ class RuntimeModel:
         honoured = min([requested, *(max_confidence(meta, k, environment) for meta in sources)])
         bounds = []
         for meta in sources:
-            lo, hi = self._quantiles(meta, k, honoured, ns, environment, observed, tuned)
             # outside a trained range the error grows with the distance (numeric tables hold
             # residuals divided by their held-out contexts' 1 + decades beyond it)
             scale = 1.0 + ext.decades if outside and meta.get("distance_scaled", True) else 1.0
-            bounds.append((lo * scale, hi * scale))
+            bounds.append(
+                self._quantiles(meta, k, honoured, ns, environment, observed, tuned, scale, outside)
+            )
         # the widest bound of the calibrations that answer
         lo_q = np.minimum.reduce([lo for lo, _ in bounds])
         hi_q = np.maximum.reduce([hi for _, hi in bounds])
@@ -693,21 +699,32 @@ class RuntimeModel:
         environment: str | None,
         observed: Sequence[int],
         tuned: bool,
+        distance_scale: float = 1.0,
+        outside: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper log offsets of the band from ``metadata``'s tables."""
+        """Lower and upper log offsets of the band from ``metadata``'s tables, widened on both
+        sides by ``distance_scale`` (≥ 1: 1 + the context's decades beyond the trained ranges)
+        and updated by the context's own leave-one-scale-out check. ``outside``: the context
+        lies outside the training data (its check counts at every scale-out)."""
         lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
+        if distance_scale > 1.0:
+            lo_q, hi_q = widened(lo_q, hi_q, distance_scale)
         if tuned and self.check_count >= MIN_CHECKS:
             # The tables give the error scale of a typical training context (the uncalibrated
-            # Gaussian's sd where no table answers): the prior for this one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
-            # with PRIOR_CHECKS pseudo-residuals): wider for a context unlike the training data,
-            # tighter for one its runs show to be predictable.
-            prior = table_scale(metadata, k - 1, environment)
-            if prior > 0:
+            # Gaussian's sd where no table answers), times the distance widening: the prior for
+            # this one, in its own units. Its own leave-one-scale-out errors update it (a
+            # scaled-inverse-χ² posterior with PRIOR_CHECKS pseudo-residuals): wider for a context
+            # unlike the training data, tighter for one its runs show to be predictable. (The
+            # check is measured on the context itself: the distance does not multiply it.)
+            prior = table_scale(metadata, k - 1, environment) * distance_scale
+            if 0 < prior < math.inf:
                 m = self.check_count
                 factor = math.sqrt(
                     (PRIOR_CHECKS * prior**2 + m * self.check_rms**2) / ((PRIOR_CHECKS + m) * prior**2)
                 )
-                own = ns > self._smallest_max
+                # the training data's smallest scale-outs (memory cliffs) keep their own tables;
+                # a context from elsewhere has only its own runs to say where its cliffs are
+                own = np.full(len(ns), True) if outside else ns > self._smallest_max
                 lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
         return lo_q, hi_q
 
