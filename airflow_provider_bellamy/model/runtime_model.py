@@ -26,6 +26,7 @@ from airflow_provider_bellamy.model.calibration import (
 from airflow_provider_bellamy.model.extrapolation import (
     Extrapolation,
     held_out_folds,
+    never_varied,
     signals,
     training_domain,
 )
@@ -46,6 +47,7 @@ from airflow_provider_bellamy.model.finetuning import (
     nearest_curve,
     nearest_log_runtime,
     residual_correction,
+    with_replicates,
 )
 from airflow_provider_bellamy.records import (
     context_columns,
@@ -403,6 +405,7 @@ class RuntimeModel:
         if model is not self:
             return model.finetune(context_runs)
         h0 = self._base_h(ctx)  # [M, N_BASIS]
+        outside = self._band_sources(signals(self.metadata.get("domain"), ctx))[2]
         ns = frame["scale_out"].to_numpy()
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
         fit = fit_context(
@@ -415,23 +418,26 @@ class RuntimeModel:
             learned_cov=self._prior_covariance(),
             # a context from outside the training data is checked at every scale-out it ran at
             # (see _quantiles): the training data's cliffs at its smallest scale-outs are not its
-            check_above=0.0
-            if self._band_sources(signals(self.metadata.get("domain"), ctx))[2]
-            else self._smallest_max,
+            check_above=0.0 if outside else self._smallest_max,
             correction=self._correction,
             # a value the model never saw: the context comes from elsewhere (see finetuning)
             other_prior=UNSEEN_VALUE_PRIOR
             if self.schema.unknown_properties(ctx)
             else OTHER_ENVIRONMENT_PRIOR,
         )
+        check_rms, check_count = float(fit.check_rms[0]), int(fit.check_count[0])
+        if outside:
+            # its run-to-run noise too: the tables measured the noise of other clusters (inside the
+            # training data they measured contexts like it, noise included)
+            check_rms, check_count = with_replicates(ns, log_y, check_rms, check_count)
         tuned = self._copy(
             delta=fit.delta[0],
             tuned_context=ctx,
             tuned_points=int(frame["scale_out"].nunique()),
             parametric_theta=fit.theta[0],
             parametric_weight=float(fit.parametric_weight[0]),
-            check_rms=float(fit.check_rms[0]),
-            check_count=int(fit.check_count[0]),
+            check_rms=check_rms,
+            check_count=check_count,
             observed_scale_outs=[int(n) for n in ns],
         )
         tuned.nearest = self._nearest_for(ctx, tuned, ns, log_y)
@@ -681,7 +687,14 @@ class RuntimeModel:
                 }
                 for kind in kinds
             ]
-            return sources, f"contexts held out whole ({', '.join(kinds)})", True
+            described = f"contexts held out whole ({', '.join(kinds)})"
+            unmeasured = never_varied(self.metadata.get("domain"), ext)
+            if unmeasured:
+                # a new value of a property no held-out group varied: the uncalibrated band too
+                # (its Gaussian, not multiplied by the distance: the tables account for that)
+                sources.append({"noise_sd": self.metadata.get("noise_sd", 0.05), "distance_scaled": False})
+                described += f"; uncalibrated for a new {', '.join(unmeasured)} (one value in training)"
+            return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
         return (

@@ -299,3 +299,62 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
     if r < prior:  # its curve predicts its own left-out scale-outs: narrower than the prior
         untuned_width = model.finetune(picked.iloc[:1]).band(ctx, ns, 0.9)
         assert np.all(np.log(band.upper / band.lower) < np.log(untuned_width.upper / untuned_width.lower))
+
+
+def test_repeated_runs_at_one_scale_out_are_checks_of_the_noise() -> None:
+    from airflow_provider_bellamy.model.finetuning import with_replicates
+
+    # two runs at 2 nodes (each predicted by the other), one at 4 (no replicate), one LOO check
+    rms, count = with_replicates(np.array([2, 2, 4]), np.array([0.0, 1.0, 0.5]), 0.1, 1)
+    assert count == 3
+    assert rms == pytest.approx(math.sqrt((0.1**2 + 1.0 + 1.0) / 3))
+    # three runs at one scale-out: each against the mean of the other two
+    rms, count = with_replicates(np.array([3, 3, 3]), np.array([0.0, 0.0, 0.3]), 0.0, 0)
+    assert count == 3
+    assert rms == pytest.approx(math.sqrt((0.15**2 * 2 + 0.3**2) / 3))
+    assert with_replicates(np.array([2, 4]), np.array([0.0, 1.0]), 0.2, 2) == (0.2, 2)
+
+
+def test_a_noisy_context_from_elsewhere_widens_its_band_with_its_repeated_runs(sort: SortCase) -> None:
+    """Two runs at one scale-out, 2.5× apart (a loaded local cluster): no leave-one-scale-out
+    check exists, but their spread is the context's noise, which the tables measured on other
+    clusters cannot know; the band widens to it. A context inside the training data keeps the
+    tables' band (they measured contexts like it, noise included)."""
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    one = runs[runs["scale_out"] == 4].head(1).drop(columns=["context_id"])
+    twice = pd.concat([one, one.assign(runtime_s=one["runtime_s"] * 2.5)], ignore_index=True)
+    ctx = one.iloc[0].to_dict()
+    quiet, noisy = model.finetune(pd.concat([one, one], ignore_index=True)), model.finetune(twice)
+    assert noisy.check_count == 2 and noisy.check_rms == pytest.approx(math.log(2.5))
+    ns = [2, 4, 8]
+    b_quiet, b_noisy = quiet.band(ctx, ns, 0.9), noisy.band(ctx, ns, 0.9)
+    assert np.all(np.log(b_noisy.upper / b_noisy.lower) > 2 * np.log(b_quiet.upper / b_quiet.lower))
+    # inside the training data: repeated runs leave the check as leave-one-scale-out has it
+    inside = sort.train[sort.train["machine_type"] == "m4.2xlarge"]
+    first = inside[
+        (inside[["data_size_mb", "lines"]] == inside.iloc[0][["data_size_mb", "lines"]]).all(axis=1)
+    ]
+    at4 = first[first["scale_out"] == 4].head(1)
+    tuned = model.finetune(pd.concat([at4, at4.assign(runtime_s=at4["runtime_s"] * 2.5)], ignore_index=True))
+    assert tuned.check_count == 0
+
+
+def test_a_new_value_of_a_property_that_never_varied_gets_the_uncalibrated_band_too(sort: SortCase) -> None:
+    """C3O ran in one environment: no held-out group measured a new one, so the tables of held-out
+    machine types cannot say how far off another cluster is; the uncalibrated Gaussian answers too
+    (the widest bound wins), and the band says so."""
+    from statistics import NormalDist
+
+    from airflow_provider_bellamy.model.calibration import gaussian_sd
+
+    model = sort.model
+    ctx = sort.test.iloc[0].to_dict()
+    elsewhere = {**ctx, "environment": "spark-standalone-laptop"}
+    known = model.band(ctx, [2, 4, 8], 0.9)
+    band = model.band(elsewhere, [2, 4, 8], 0.9)
+    assert "uncalibrated for a new environment" in band.calibrated_for
+    assert "uncalibrated" not in known.calibrated_for
+    half = NormalDist().inv_cdf(0.9) * gaussian_sd(model.metadata)
+    assert np.all(np.log(band.upper / band.mean) >= half - 1e-9)
+    assert np.all(np.log(band.mean / band.lower) >= half - 1e-9)
