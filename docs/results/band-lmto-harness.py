@@ -35,5 +35,5 @@ for job in jobs:
 for k in range(4):
     rows = [(j, *tot[(j, k)]) for j in jobs if (j, k) in tot]
     n = sum(r[1] for r in rows); u = sum(r[2] for r in rows); i = sum(r[3] for r in rows); w = sum(r[4] for r in rows)
-    per = " ".join(f"{j}:{r[1]/r[0]:.1%}/{r[2]/r[0]:.1%}" for j, r0, *r in [(r[0], None, *r[1:]) for r in rows] for r in [r] ) if False else " ".join(f"{r[0]}:{r[2]/r[1]:.1%}/{r[3]/r[1]:.1%}" for r in rows)
+    per = " ".join(f"{r[0]}:{r[2] / r[1]:.1%}/{r[3] / r[1]:.1%}" for r in rows)  # job: under upper / inside
     print(f"k={k} n={n} under upper {u/n:.1%} inside band {i/n:.1%} mean log width {w/n:.3f} | {per}")
