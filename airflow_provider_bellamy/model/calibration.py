@@ -466,6 +466,26 @@ def residual_quantiles(
     return lo, hi
 
 
+def widened(lo: np.ndarray, hi: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """A band's log offsets (lower, upper) grown by ``scale`` ≥ 1 on both sides, never shifted.
+
+    An offset on its own side of the prediction (lower ≤ 0, upper ≥ 0) is multiplied by the
+    scale, as normalised conformal scores are multiplied back. An offset on the other side (a
+    table whose residuals all lie on one side: the model was biased on the contexts it was
+    measured on) would move away from the prediction if multiplied; out of distribution the bias'
+    direction need not carry over, so that side grows by as much as the other side's magnitude
+    grows, through the prediction. The result always contains the band it was given."""
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    grow = scale - 1.0
+    lo_size = np.where(lo <= 0, -lo, np.abs(hi))
+    hi_size = np.where(hi >= 0, hi, np.abs(lo))
+    with np.errstate(invalid="ignore", over="ignore"):
+        # (an infinite scale of a zero offset: no growth rather than NaN)
+        lower = lo - np.where(lo_size > 0, grow * lo_size, 0.0)
+        upper = hi + np.where(hi_size > 0, grow * hi_size, 0.0)
+    return lower, upper
+
+
 def max_confidence(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:
     """The highest confidence the k-point tables can honour: with n residuals the conformal level
     ⌈(n+1)q⌉/n passes 1 above q = n/(n+1), and every q beyond gives the same band (the largest

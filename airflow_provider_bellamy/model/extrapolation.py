@@ -211,6 +211,21 @@ def signals(domain: Mapping[str, Any] | None, context: Mapping[str, str | float]
     )
 
 
+def never_varied(domain: Mapping[str, Any] | None, ext: Extrapolation) -> tuple[str, ...]:
+    """Of the properties whose value ``ext`` says the model never saw, those with a single value
+    in all the training data (C3O's ``environment``): the out-of-distribution pass held out no
+    value of them (``held_out_folds``), so nothing measured how far off a new one is."""
+    if not domain or not ext.unseen:
+        return ()
+    everywhere = _merge((domain.get("jobs") or {}).values())["properties"]
+    out = set()
+    for name, _ in ext.unseen:
+        values = (everywhere.get(name) or {}).get("values")
+        if isinstance(values, list) and len(values) < 2:
+            out.add(name)
+    return tuple(sorted(out))
+
+
 def _merge(job_domains: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One domain from several job types': vocabularies joined, ranges spanned."""
     properties: dict[str, dict[str, Any]] = {}

@@ -372,6 +372,25 @@ def fit_context(
     )
 
 
+def with_replicates(
+    scale_outs: np.ndarray, log_y: np.ndarray, check_rms: float, check_count: int
+) -> tuple[float, int]:
+    """A context's check (RMS, count of its leave-one-scale-out residuals) joined by its repeated
+    runs: each run at a scale-out that ran more than once, predicted by the mean log runtime of
+    the others there. Their spread is the context's run-to-run noise, which leave-one-scale-out
+    never sees (one scale-out run three times: no check at all)."""
+    scale_outs, log_y = np.asarray(scale_outs), np.asarray(log_y, dtype=np.float64)
+    squares, count = check_count * check_rms**2, check_count
+    for n in np.unique(scale_outs):
+        y = log_y[scale_outs == n]
+        if len(y) < 2:
+            continue
+        others = (y.sum() - y) / (len(y) - 1)
+        squares += float(np.sum((y - others) ** 2))
+        count += len(y)
+    return (math.sqrt(squares / count) if count else 0.0), count
+
+
 # A context with a property value the model never saw (another machine type, another cluster):
 # the network reads that value as unknown and answers with what its training contexts have in
 # common, a curve no context quite had. The curves of the training contexts of the same job

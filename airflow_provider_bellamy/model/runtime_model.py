@@ -21,10 +21,12 @@ from airflow_provider_bellamy.model.calibration import (
     max_confidence,
     residual_quantiles,
     table_scale,
+    widened,
 )
 from airflow_provider_bellamy.model.extrapolation import (
     Extrapolation,
     held_out_folds,
+    never_varied,
     signals,
     training_domain,
 )
@@ -45,6 +47,7 @@ from airflow_provider_bellamy.model.finetuning import (
     nearest_curve,
     nearest_log_runtime,
     residual_correction,
+    with_replicates,
 )
 from airflow_provider_bellamy.records import (
     context_columns,
@@ -402,6 +405,7 @@ class RuntimeModel:
         if model is not self:
             return model.finetune(context_runs)
         h0 = self._base_h(ctx)  # [M, N_BASIS]
+        outside = self._band_sources(signals(self.metadata.get("domain"), ctx))[2]
         ns = frame["scale_out"].to_numpy()
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
         fit = fit_context(
@@ -412,21 +416,28 @@ class RuntimeModel:
             np.ones((1, len(log_y))),
             noise_sd=self._likelihood_sd,
             learned_cov=self._prior_covariance(),
-            check_above=self._smallest_max,
+            # a context from outside the training data is checked at every scale-out it ran at
+            # (see _quantiles): the training data's cliffs at its smallest scale-outs are not its
+            check_above=0.0 if outside else self._smallest_max,
             correction=self._correction,
             # a value the model never saw: the context comes from elsewhere (see finetuning)
             other_prior=UNSEEN_VALUE_PRIOR
             if self.schema.unknown_properties(ctx)
             else OTHER_ENVIRONMENT_PRIOR,
         )
+        check_rms, check_count = float(fit.check_rms[0]), int(fit.check_count[0])
+        if outside:
+            # its run-to-run noise too: the tables measured the noise of other clusters (inside the
+            # training data they measured contexts like it, noise included)
+            check_rms, check_count = with_replicates(ns, log_y, check_rms, check_count)
         tuned = self._copy(
             delta=fit.delta[0],
             tuned_context=ctx,
             tuned_points=int(frame["scale_out"].nunique()),
             parametric_theta=fit.theta[0],
             parametric_weight=float(fit.parametric_weight[0]),
-            check_rms=float(fit.check_rms[0]),
-            check_count=int(fit.check_count[0]),
+            check_rms=check_rms,
+            check_count=check_count,
             observed_scale_outs=[int(n) for n in ns],
         )
         tuned.nearest = self._nearest_for(ctx, tuned, ns, log_y)
@@ -618,11 +629,12 @@ class RuntimeModel:
         honoured = min([requested, *(max_confidence(meta, k, environment) for meta in sources)])
         bounds = []
         for meta in sources:
-            lo, hi = self._quantiles(meta, k, honoured, ns, environment, observed, tuned)
             # outside a trained range the error grows with the distance (numeric tables hold
             # residuals divided by their held-out contexts' 1 + decades beyond it)
             scale = 1.0 + ext.decades if outside and meta.get("distance_scaled", True) else 1.0
-            bounds.append((lo * scale, hi * scale))
+            bounds.append(
+                self._quantiles(meta, k, honoured, ns, environment, observed, tuned, scale, outside)
+            )
         # the widest bound of the calibrations that answer
         lo_q = np.minimum.reduce([lo for lo, _ in bounds])
         hi_q = np.maximum.reduce([hi for _, hi in bounds])
@@ -675,7 +687,14 @@ class RuntimeModel:
                 }
                 for kind in kinds
             ]
-            return sources, f"contexts held out whole ({', '.join(kinds)})", True
+            described = f"contexts held out whole ({', '.join(kinds)})"
+            unmeasured = never_varied(self.metadata.get("domain"), ext)
+            if unmeasured:
+                # a new value of a property no held-out group varied: the uncalibrated band too
+                # (its Gaussian, not multiplied by the distance: the tables account for that)
+                sources.append({"noise_sd": self.metadata.get("noise_sd", 0.05), "distance_scaled": False})
+                described += f"; uncalibrated for a new {', '.join(unmeasured)} (one value in training)"
+            return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
         return (
@@ -693,21 +712,32 @@ class RuntimeModel:
         environment: str | None,
         observed: Sequence[int],
         tuned: bool,
+        distance_scale: float = 1.0,
+        outside: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper log offsets of the band from ``metadata``'s tables."""
+        """Lower and upper log offsets of the band from ``metadata``'s tables, widened on both
+        sides by ``distance_scale`` (≥ 1: 1 + the context's decades beyond the trained ranges)
+        and updated by the context's own leave-one-scale-out check. ``outside``: the context
+        lies outside the training data (its check counts at every scale-out)."""
         lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
+        if distance_scale > 1.0:
+            lo_q, hi_q = widened(lo_q, hi_q, distance_scale)
         if tuned and self.check_count >= MIN_CHECKS:
             # The tables give the error scale of a typical training context (the uncalibrated
-            # Gaussian's sd where no table answers): the prior for this one. Its own leave-one-scale-out errors update it (a scaled-inverse-χ² posterior
-            # with PRIOR_CHECKS pseudo-residuals): wider for a context unlike the training data,
-            # tighter for one its runs show to be predictable.
-            prior = table_scale(metadata, k - 1, environment)
-            if prior > 0:
+            # Gaussian's sd where no table answers), times the distance widening: the prior for
+            # this one, in its own units. Its own leave-one-scale-out errors update it (a
+            # scaled-inverse-χ² posterior with PRIOR_CHECKS pseudo-residuals): wider for a context
+            # unlike the training data, tighter for one its runs show to be predictable. (The
+            # check is measured on the context itself: the distance does not multiply it.)
+            prior = table_scale(metadata, k - 1, environment) * distance_scale
+            if 0 < prior < math.inf:
                 m = self.check_count
                 factor = math.sqrt(
                     (PRIOR_CHECKS * prior**2 + m * self.check_rms**2) / ((PRIOR_CHECKS + m) * prior**2)
                 )
-                own = ns > self._smallest_max
+                # the training data's smallest scale-outs (memory cliffs) keep their own tables;
+                # a context from elsewhere has only its own runs to say where its cliffs are
+                own = np.full(len(ns), True) if outside else ns > self._smallest_max
                 lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
         return lo_q, hi_q
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -204,3 +205,156 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     # narrower than the Gaussian alone (which, before, never narrowed), never than its posterior
     assert np.all(half < z * sd)
     assert np.all(half >= expected - 1e-9)
+
+
+def test_widening_for_distance_widens_both_sides_of_a_one_sided_table() -> None:
+    from airflow_provider_bellamy.model.calibration import widened
+
+    # residuals all above the curve (lower offset > 0), all below it (upper < 0), and a table
+    # that straddles the prediction (widened as before: both offsets times the scale)
+    lo, hi = np.array([0.1, -0.5, -0.2]), np.array([0.3, -0.1, 0.4])
+    wlo, whi = widened(lo, hi, 3.0)
+    np.testing.assert_allclose(wlo, [0.1 - 2 * 0.3, -1.5, -0.6])
+    np.testing.assert_allclose(whi, [0.9, -0.1 + 2 * 0.5, 1.2])
+    assert np.all(wlo <= lo) and np.all(whi >= hi)
+    assert np.all(wlo < 0) and np.all(whi > 0)
+    # scale 1 and an infinite scale of a zero offset change nothing (no NaN)
+    same = widened(lo, hi, 1.0)
+    np.testing.assert_array_equal(same[0], lo)
+    np.testing.assert_array_equal(same[1], hi)
+    zlo, zhi = widened(np.array([0.0]), np.array([0.0]), math.inf)
+    assert zlo[0] == 0.0 and zhi[0] == 0.0
+
+
+def _biased_tables(model: RuntimeModel, shift: float) -> RuntimeModel:
+    """``model`` with its extrapolation tables shifted so every residual lies above the curve (a
+    calibration whose held-out contexts the model all under-predicted)."""
+    import copy
+
+    metadata = copy.deepcopy(model.metadata)
+    for kind in ("categorical", "numeric"):
+        cal = metadata["extrapolation"][kind]["calibration"]
+        for tables in [cal["quantiles"], *(e["quantiles"] for e in cal["environments"].values())]:
+            for per_bucket in tables.values():
+                for bucket, table in per_bucket.items():
+                    per_bucket[bucket] = [v - table[0] + shift for v in table]
+    return RuntimeModel(model.params, model.architecture, model.schema, metadata)
+
+
+def _answering(model: RuntimeModel, band: Any) -> dict[str, Any]:
+    """The extrapolation calibration that answered for ``band`` (one kind)."""
+    kind = band.calibrated_for.removeprefix("contexts held out whole (").removesuffix(")")
+    return {"calibration": model.metadata["extrapolation"][kind]["calibration"]}
+
+
+def test_a_one_sided_table_out_of_range_still_brackets_the_prediction(sort: SortCase) -> None:
+    """The numeric tables multiplied both offsets by the distance: with every calibration residual
+    above the curve, that pushed the lower bound up, and the band's clamp pinned it at the
+    prediction (the demo's grep: lower bound = prediction, observed far below)."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles
+
+    model = _biased_tables(sort.model, 0.05)
+    ctx = {**sort.train.iloc[0].to_dict(), "data_size_mb": 20.0}  # ~500× below the smallest trained
+    band = model.band(ctx, [2, 4, 8], 0.9)
+    assert band.extrapolation.kinds == {"numeric"} and band.extrapolation.decades > 2
+    assert band.calibrated_for.startswith("contexts held out whole")
+    assert np.all(band.lower < band.mean) and np.all(band.mean < band.upper)
+    # the widened band contains the un-widened one (the table's own offsets around the prediction)
+    lo, hi = residual_quantiles(_answering(model, band), 0, 0.9, np.array([2, 4, 8]), str(ctx["environment"]))
+    assert np.all(lo > 0)  # the table is one-sided
+    assert np.all(band.lower <= band.mean * np.exp(lo)) and np.all(band.upper >= band.mean * np.exp(hi))
+
+
+def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCase) -> None:
+    """A context outside the training data tuned on runs at its smallest scale-outs: its own
+    leave-one-scale-out check counts at every scale-out it ran at (the training data's cliff
+    bucket at 2 nodes says nothing of a context from elsewhere), and it updates the prior of the
+    distance-widened tables in the context's own units (the distance multiplies the prior, not
+    the check)."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles, table_scale, widened
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    # an r4.2xlarge context, its input also ~500× below the smallest trained
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 1000)
+    picked = runs.drop_duplicates("scale_out")
+    picked = picked[picked["scale_out"].isin([2, 4])]
+    ctx = runs.iloc[0].to_dict()
+    tuned = model.finetune(picked)
+    assert tuned.check_count == 2  # before: 1 (the run at 2 nodes was not checked), no update
+    ns = np.array([2, 4, 6, 12])
+    band = tuned.band(ctx, ns, 0.9)
+    ext = band.extrapolation
+    assert ext.kinds == {"categorical", "numeric"}
+    s = 1.0 + ext.decades
+    # (the kind whose calibration held out enough contexts answers, its bounds times s)
+    source = _answering(model, band)
+    env = str(ctx["environment"])
+    lo, hi = residual_quantiles(source, 2, 0.9, ns, env, observed=[2, 4])
+    prior = table_scale(source, 1, env) * s
+    m, r = tuned.check_count, tuned.check_rms
+    factor = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
+    # at every scale-out, the 2-node one too
+    np.testing.assert_allclose(np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * factor, 0))
+    if r < prior:  # its curve predicts its own left-out scale-outs: narrower than the prior
+        untuned_width = model.finetune(picked.iloc[:1]).band(ctx, ns, 0.9)
+        assert np.all(np.log(band.upper / band.lower) < np.log(untuned_width.upper / untuned_width.lower))
+
+
+def test_repeated_runs_at_one_scale_out_are_checks_of_the_noise() -> None:
+    from airflow_provider_bellamy.model.finetuning import with_replicates
+
+    # two runs at 2 nodes (each predicted by the other), one at 4 (no replicate), one LOO check
+    rms, count = with_replicates(np.array([2, 2, 4]), np.array([0.0, 1.0, 0.5]), 0.1, 1)
+    assert count == 3
+    assert rms == pytest.approx(math.sqrt((0.1**2 + 1.0 + 1.0) / 3))
+    # three runs at one scale-out: each against the mean of the other two
+    rms, count = with_replicates(np.array([3, 3, 3]), np.array([0.0, 0.0, 0.3]), 0.0, 0)
+    assert count == 3
+    assert rms == pytest.approx(math.sqrt((0.15**2 * 2 + 0.3**2) / 3))
+    assert with_replicates(np.array([2, 4]), np.array([0.0, 1.0]), 0.2, 2) == (0.2, 2)
+
+
+def test_a_noisy_context_from_elsewhere_widens_its_band_with_its_repeated_runs(sort: SortCase) -> None:
+    """Two runs at one scale-out, 2.5× apart (a loaded local cluster): no leave-one-scale-out
+    check exists, but their spread is the context's noise, which the tables measured on other
+    clusters cannot know; the band widens to it. A context inside the training data keeps the
+    tables' band (they measured contexts like it, noise included)."""
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    one = runs[runs["scale_out"] == 4].head(1).drop(columns=["context_id"])
+    twice = pd.concat([one, one.assign(runtime_s=one["runtime_s"] * 2.5)], ignore_index=True)
+    ctx = one.iloc[0].to_dict()
+    quiet, noisy = model.finetune(pd.concat([one, one], ignore_index=True)), model.finetune(twice)
+    assert noisy.check_count == 2 and noisy.check_rms == pytest.approx(math.log(2.5))
+    ns = [2, 4, 8]
+    b_quiet, b_noisy = quiet.band(ctx, ns, 0.9), noisy.band(ctx, ns, 0.9)
+    assert np.all(np.log(b_noisy.upper / b_noisy.lower) > 2 * np.log(b_quiet.upper / b_quiet.lower))
+    # inside the training data: repeated runs leave the check as leave-one-scale-out has it
+    inside = sort.train[sort.train["machine_type"] == "m4.2xlarge"]
+    first = inside[
+        (inside[["data_size_mb", "lines"]] == inside.iloc[0][["data_size_mb", "lines"]]).all(axis=1)
+    ]
+    at4 = first[first["scale_out"] == 4].head(1)
+    tuned = model.finetune(pd.concat([at4, at4.assign(runtime_s=at4["runtime_s"] * 2.5)], ignore_index=True))
+    assert tuned.check_count == 0
+
+
+def test_a_new_value_of_a_property_that_never_varied_gets_the_uncalibrated_band_too(sort: SortCase) -> None:
+    """C3O ran in one environment: no held-out group measured a new one, so the tables of held-out
+    machine types cannot say how far off another cluster is; the uncalibrated Gaussian answers too
+    (the widest bound wins), and the band says so."""
+    from statistics import NormalDist
+
+    from airflow_provider_bellamy.model.calibration import gaussian_sd
+
+    model = sort.model
+    ctx = sort.test.iloc[0].to_dict()
+    elsewhere = {**ctx, "environment": "spark-standalone-laptop"}
+    known = model.band(ctx, [2, 4, 8], 0.9)
+    band = model.band(elsewhere, [2, 4, 8], 0.9)
+    assert "uncalibrated for a new environment" in band.calibrated_for
+    assert "uncalibrated" not in known.calibrated_for
+    half = NormalDist().inv_cdf(0.9) * gaussian_sd(model.metadata)
+    assert np.all(np.log(band.upper / band.mean) >= half - 1e-9)
+    assert np.all(np.log(band.mean / band.lower) >= half - 1e-9)
