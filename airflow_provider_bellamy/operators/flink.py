@@ -39,6 +39,7 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
+from airflow_provider_bellamy.spec import parse_properties
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -346,7 +347,6 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         *,
         reattached: bool,
     ) -> dict[str, Any] | None:
-        from airflow_provider_bellamy.operators.sizing import _coerce_properties
 
         if status.parallelism is not None and status.parallelism != parallelism:
             self.log.warning(
@@ -379,7 +379,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     job_type=self.job_type,
                     framework="flink",
                     scale_out=scale_out,
-                    properties=_coerce_properties(self.properties),
+                    properties=parse_properties(self.properties),
                     decision_id=(decision or {}).get("decision_id"),
                     source="operator",
                     requested_scale_out=parallelism,

@@ -38,7 +38,6 @@ from airflow_provider_bellamy.spec import (
     SIZING_ARGUMENTS,
     TEMPLATED_ARGUMENTS,
     SizingSpec,
-    parse_properties,
 )
 
 if TYPE_CHECKING:
@@ -101,11 +100,6 @@ def _prefetch_model_code() -> None:
 # the reserve protects the deadline and an average would be short half the time.
 RESERVE_QUANTILE = 0.9
 RESERVE_HISTORY = 20
-
-
-def _coerce_properties(value: Any) -> dict[str, Any]:
-    """The rendered ``properties`` argument as a mapping (see ``SizingSpec``)."""
-    return parse_properties(value)
 
 
 class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):

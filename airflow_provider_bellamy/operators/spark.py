@@ -38,6 +38,7 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
+from airflow_provider_bellamy.spec import parse_properties
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -427,7 +428,6 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
 
     def _submit_detached(self, context: Context) -> dict[str, Any]:
         """Size, submit in cluster deploy mode and return the driver id without waiting."""
-        from airflow_provider_bellamy.operators.sizing import _coerce_properties
 
         # Checked before sizing, so a wrong connection stores no decision that never launches.
         master = str(self._get_hook()._connection["master"])
@@ -462,7 +462,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             "deploy_mode": "cluster",
             "job_type": self.job_type,
             "scale_out": scale_out,
-            "properties": _coerce_properties(self.properties),
+            "properties": parse_properties(self.properties),
             "decision_id": decision["decision_id"],
             "started_at": started_at.isoformat(),
         }
@@ -486,7 +486,6 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         app_id: str | None,
     ) -> dict[str, Any] | None:
         from airflow_provider_bellamy.callbacks import write_back
-        from airflow_provider_bellamy.operators.sizing import _coerce_properties
 
         requested = int(decision["chosen_scale_out"])
         try:
@@ -500,7 +499,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 scale_out=observed.scale_out,
                 runtime_s=max(observed.runtime_s, 1e-3),
                 status=status,
-                properties=_coerce_properties(self.properties),
+                properties=parse_properties(self.properties),
                 started_at=started_at,
                 ended_at=ended_at,
                 external_id=app_id,
