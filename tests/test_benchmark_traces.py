@@ -117,6 +117,21 @@ def test_the_accuracy_command_runs_on_a_traces_file(traces: Path, tmp_path: Path
     coverage = report["coverage"]
     assert coverage["confidence"] == 0.8 and coverage["overall"] == coverage["per_algorithm"]["sort"]
     assert all(0.5 < coverage["overall"][str(k)] <= 1.0 for k in range(6))
+    # beside it what makes it honest: the lower bound, both, and the width, for each model with a band
+    band = report["band"]
+    assert band["confidence"] == 0.8 and set(band) == {"confidence", "bellamy", "ernest"}
+    bellamy = band["bellamy"]
+    assert bellamy["overall"]["under_upper"] == coverage["overall"]
+    for k in map(str, range(6)):
+        shares = bellamy["overall"]
+        assert shares["inside"][k] <= min(shares["under_upper"][k], shares["above_lower"][k])
+        assert shares["mean_log_width"][k] > 0
+        for measure in ("under_upper", "above_lower", "inside", "mean_log_width"):
+            low, high = bellamy["interval_95"][measure][k]
+            assert low <= shares[measure][k] <= high
+    # Ernest has no band without runs
+    assert band["ernest"]["overall"]["inside"]["0"] is None
+    assert band["ernest"]["overall"]["inside"]["2"] is not None
 
 
 @pytest.mark.parametrize(

@@ -209,6 +209,9 @@ def test_leave_machine_type_out_accuracy_reports_the_heuristic_beside_the_models
         assert all(np.isfinite(report["results"][model][str(k)]) for k in range(6)), model
     assert report["per_algorithm"]["sort"]["nearest_curves"] == report["results"]["nearest_curves"]
     assert all(0.0 <= report["coverage"]["overall"][str(k)] <= 1.0 for k in range(6))
+    band = report["band"]["bellamy"]
+    assert list(band["overall"]) == ["under_upper", "above_lower", "inside", "mean_log_width"]
+    assert list(band["per_algorithm"]) == ["sort"] and band["overall"] == band["per_algorithm"]["sort"]
 
 
 def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(machine_types_file: Path) -> None:

@@ -23,6 +23,8 @@ from airflow_provider_bellamy.records import context_columns, context_fingerprin
 
 K_VALUES = (0, 1, 2, 3, 4, 5)
 N_FOLDS = 5
+# percentile-bootstrap resamples behind the reports' 95 % intervals
+BOOTSTRAP_RESAMPLES = 2000
 
 T = TypeVar("T")
 
@@ -339,12 +341,15 @@ def draw_points(
     return context_runs.iloc[picked], context_runs.iloc[test]
 
 
-def ernest_predict(points: pd.DataFrame, scale_outs: np.ndarray) -> np.ndarray | None:
+def ernest_band(
+    points: pd.DataFrame, scale_outs: np.ndarray, confidence: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Ernest fitted on ``points``: (mean, lower, upper) at ``scale_outs``; None without points."""
     if points.empty:
         return None
     size = float(points["data_size_mb"].iloc[0]) if "data_size_mb" in points else 1.0
     model = ErnestModel.fit_points(points["scale_out"].to_numpy(), points["runtime_s"].to_numpy(), size)
-    return model.predict(None, scale_outs)
+    return model.predict_band(None, scale_outs.tolist(), confidence)
 
 
 class GbmBaseline:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from airflow_provider_bellamy.benchmarks.common import (
+    BOOTSTRAP_RESAMPLES,
     BenchmarkRuns,
     GbmBaseline,
     HeldOutTask,
@@ -65,7 +66,6 @@ TARGETS_PER_CONTEXT = {
 # oracle's node-seconds across six draws. A task with fewer contexts than this draws each
 # context's runs again (C3O's folds hold >= 4 contexts: one draw each, as before).
 MIN_DRAWS_PER_TASK = 4
-BOOTSTRAP_RESAMPLES = 2000
 
 
 def _choose(
