@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from airflow_provider_bellamy.benchmarks.accuracy import BAND_SUMS, band_report, band_sums
+from airflow_provider_bellamy.benchmarks.accuracy import BAND_SUMS, band_report, band_sums, run_accuracy
+from airflow_provider_bellamy.exceptions import InvalidInputError
 
 
 def test_a_run_on_a_bound_is_inside_and_runs_beyond_it_are_not() -> None:
@@ -49,3 +50,13 @@ def test_the_interval_resamples_contexts_and_holds_the_estimate() -> None:
     assert low >= 0.0 and high <= 1.0
     # every context's band has the same width: no resample moves it
     assert report["interval_95"]["mean_log_width"]["2"] == pytest.approx([math.log(2)] * 2)
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("seeds", 0), ("seeds", True), ("workers", 0), ("confidence", 1.0), ("confidence", math.nan)],
+)
+def test_bad_arguments_are_refused_before_any_training(argument: str, value: object) -> None:
+    with pytest.raises(InvalidInputError) as error:
+        run_accuracy("bell", **{argument: value})  # type: ignore[arg-type]
+    assert error.value.field == argument

@@ -30,14 +30,12 @@ from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
     NearestCurves,
-    cached_benchmark_runs,
     draw_points,
     ernest_band,
-    map_held_out_tasks,
+    evaluate_held_out_tasks,
     pretrain,
     protocol_title,
     render_skipped,
-    validate_workers,
 )
 from airflow_provider_bellamy.records import validate_confidence
 
@@ -70,12 +68,21 @@ def run_accuracy(
     ``workers``: processes the held-out tasks are spread over (the same figures); ``model_cache``:
     a folder pre-trained models are kept in and read back from (``common.pretrain``)."""
     confidence = validate_confidence(confidence)
-    validate_workers(workers)
-    data = cached_benchmark_runs(dataset, traces, protocol)
-    models = MODELS if data.dimension is None else TRANSFER_MODELS
+    data, results = evaluate_held_out_tasks(
+        _evaluate_task,
+        dataset=dataset,
+        traces=traces,
+        protocol=protocol,
+        seeds=seeds,
+        confidence=confidence,
+        workers=workers,
+        progress=progress,
+        quick=quick,
+        model_cache=model_cache,
+    )
     # errors[model][algorithm][k] → list of per-run relative errors
     errors: dict[str, dict[str, dict[int, list[float]]]] = {
-        m: defaultdict(lambda: defaultdict(list)) for m in models
+        m: defaultdict(lambda: defaultdict(list)) for m in _models(data)
     }
     covered: dict[str, dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     # bands[model][algorithm][k] → one BAND_SUMS row per held-out context's draw
@@ -85,19 +92,7 @@ def run_accuracy(
     pretrain_s: list[float] = []
     finetune_s: list[float] = []
     predict_s: list[float] = []
-    for result in map_held_out_tasks(
-        _evaluate_task,
-        seeds,
-        dataset=dataset,
-        traces=traces,
-        protocol=protocol,
-        workers=workers,
-        progress=progress,
-        quick=quick,
-        confidence=confidence,
-        models=models,
-        model_cache=model_cache,
-    ):
+    for result in results:
         for model, by_k in result.errors.items():
             for k, values in by_k.items():
                 errors[model][result.algorithm][k].extend(values)
@@ -147,9 +142,9 @@ def _evaluate_task(
     *,
     quick: bool,
     confidence: float,
-    models: tuple[str, ...],
     model_cache: str | Path | None,
 ) -> _TaskResult:
+    models = _models(data)
     t0 = time.perf_counter()
     general = pretrain(task, seed, quick, model_cache)
     result = _TaskResult(
@@ -198,6 +193,10 @@ def _evaluate_task(
             if near is not None:
                 errors["nearest_curves"][k].extend(_mre(near, actual))
     return result
+
+
+def _models(data: BenchmarkRuns) -> tuple[str, ...]:
+    return MODELS if data.dimension is None else TRANSFER_MODELS
 
 
 def _by_algorithm(

@@ -256,10 +256,48 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                 )
 
 
+def validate_count(name: str, value: Any) -> int:
+    """``value`` if a whole number >= 1, else InvalidInputError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(name, value, "must be a whole number >= 1")
+    return value
+
+
 def validate_workers(workers: Any) -> int:
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InvalidInputError("workers", workers, "must be a whole number >= 1")
-    return workers
+    return validate_count("workers", workers)
+
+
+def evaluate_held_out_tasks(
+    work: Callable[..., T],
+    *,
+    dataset: str,
+    traces: str | Path | None,
+    protocol: str | None,
+    seeds: int,
+    confidence: float,
+    workers: int,
+    progress: Callable[[str], None] | None,
+    **kwargs: Any,
+) -> tuple[BenchmarkRuns, list[T]]:
+    """What the accuracy and sizing benchmarks share: ``seeds`` and ``workers`` checked before the
+    first model is pre-trained (not a minute into the run), the runs split (``benchmark_runs``), and
+    ``work(data, seed, task, confidence=…, **kwargs)`` over every held-out task
+    (``map_held_out_tasks``); the runs and the results in task order. ``confidence``: validated."""
+    validate_count("seeds", seeds)
+    validate_workers(workers)
+    data = cached_benchmark_runs(dataset, traces, protocol)
+    results = map_held_out_tasks(
+        work,
+        seeds,
+        dataset=dataset,
+        traces=traces,
+        protocol=protocol,
+        workers=workers,
+        progress=progress,
+        confidence=confidence,
+        **kwargs,
+    )
+    return data, results
 
 
 def map_held_out_tasks(

@@ -31,16 +31,14 @@ from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
     NearestCurves,
-    cached_benchmark_runs,
     draw_points,
-    map_held_out_tasks,
+    evaluate_held_out_tasks,
     pretrain,
     protocol_title,
     render_skipped,
-    validate_workers,
+    validate_count,
 )
 from airflow_provider_bellamy.decisions import Prediction
-from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model import ErnestModel
 from airflow_provider_bellamy.records import validate_confidence
 from airflow_provider_bellamy.sizing import decide
@@ -124,27 +122,23 @@ def run_sizing(
     pre-trained models are kept in and read back from (``common.pretrain``)."""
     # checked before the first model is pre-trained, not a minute into the run
     confidence = validate_confidence(confidence)
-    for name, value in (("seeds", seeds), ("min_draws", min_draws)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidInputError(name, value, "must be a whole number >= 1")
-    validate_workers(workers)
-    data = cached_benchmark_runs(dataset, traces, protocol)
-    tally = _Tally(POLICIES if data.dimension is None else TRANSFER_POLICIES)
+    validate_count("min_draws", min_draws)
     started = time.perf_counter()
-    for part in map_held_out_tasks(
+    data, parts = evaluate_held_out_tasks(
         _replay_task,
-        seeds,
         dataset=dataset,
         traces=traces,
         protocol=protocol,
+        seeds=seeds,
+        confidence=confidence,
         workers=workers,
         progress=progress,
         quick=quick,
-        confidence=confidence,
         min_draws=min_draws,
-        policies=tally.policies,
         model_cache=model_cache,
-    ):
+    )
+    tally = _Tally(_policies(data))
+    for part in parts:
         tally.extend(part)
     seconds = time.perf_counter() - started
     return _summarise(tally, data.name, confidence, seeds, quick, seconds, min_draws, data.report_fields())
@@ -158,11 +152,10 @@ def _replay_task(
     quick: bool,
     confidence: float,
     min_draws: int,
-    policies: tuple[str, ...],
     model_cache: str | Path | None,
 ) -> _Tally:
     """One held-out task's decisions, every draw and k, in their own tally."""
-    tally = _Tally(policies)
+    tally = _Tally(_policies(data))
     per_context = TARGETS_PER_CONTEXT[data.protocol]
     replay = _TaskReplay(
         task,
@@ -178,6 +171,10 @@ def _replay_task(
         for repeat, count in enumerate(targets):
             replay.draw(k, count, (seed, task.fold, repeat))
     return tally
+
+
+def _policies(data: BenchmarkRuns) -> tuple[str, ...]:
+    return POLICIES if data.dimension is None else TRANSFER_POLICIES
 
 
 def _repeats(min_draws: int, contexts: int, targets: int) -> int:
