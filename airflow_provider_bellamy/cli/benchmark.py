@@ -13,7 +13,11 @@ def register(subparsers: Any) -> None:
     acc = sub.add_parser("accuracy", help="MRE of Bellamy vs Ernest vs gradient boosting, k = 0..5 points")
     _add_runs_arguments(acc)
     acc.add_argument(
-        "--confidence", type=float, default=0.9, help="the band whose coverage of test runs is reported"
+        "--confidence",
+        type=float,
+        default=0.9,
+        help="the band measured on the test runs: shares under its upper bound, above its lower bound "
+        "and inside both, and its width",
     )
     acc.add_argument("--seeds", type=int, default=3)
     acc.add_argument(
