@@ -282,7 +282,8 @@ def evaluate_held_out_tasks(
     """What the accuracy and sizing benchmarks share: ``seeds`` and ``workers`` checked before the
     first model is pre-trained (not a minute into the run), the runs split (``benchmark_runs``), and
     ``work(data, seed, task, confidence=…, **kwargs)`` over every held-out task
-    (``map_held_out_tasks``); the runs and the results in task order. ``confidence``: validated."""
+    (``map_held_out_tasks``); the runs and the results in task order. ``confidence``: as the caller
+    validated it (its value goes in the report)."""
     validate_count("seeds", seeds)
     validate_workers(workers)
     data = cached_benchmark_runs(dataset, traces, protocol)
