@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, UnknownJobTypeError
 from airflow_provider_bellamy.model_cache import cache_put, load_version, version_key
-from airflow_provider_bellamy.records import ALL_JOB_TYPES, runs_frame, validate_label
+from airflow_provider_bellamy.records import ALL_JOB_TYPES, runs_frame, validate_int, validate_label
 from airflow_provider_bellamy.store import ModelRepository, ModelVersion, Run, RunRepository
 
 if TYPE_CHECKING:
@@ -290,8 +290,14 @@ def mre(model: Any, runs: Sequence[Run]) -> tuple[float | None, set[int]]:
     return (sum(errors) / len(errors) if errors else None), covered
 
 
-def prune_models(store: Store, *, keep: int, job_type: str | None) -> dict[str, Any]:
-    """See ``Bellamy.prune_models``; a store that does not exist yet is not created for it."""
+def prune_models(store: Store, *, keep: Any, job_type: Any) -> dict[str, Any]:
+    """Delete the versions nothing uses (``ModelRepository.prune``): never an active general version
+    nor a context's copy of it; ``keep`` older general versions per job type stay for rollback.
+    Returns what was deleted, per scope, and the files removed; a store that does not exist yet
+    is not created for it."""
+    keep = validate_int(keep, "keep", minimum=0)
+    if job_type is not None:
+        job_type = validate_label(job_type, "job_type")
 
     def work(session: Session) -> list[dict[str, Any]]:
         return [
@@ -315,3 +321,23 @@ def prune_models(store: Store, *, keep: int, job_type: str | None) -> dict[str, 
         "files": len(files - still_used),
         "deleted": [d["label"] for d in deleted],
     }
+
+
+def list_models(
+    store: Store, job_type: str | None, *, scope: str | None, status: str | None
+) -> list[dict[str, Any]]:
+    with store.read("listing models") as session:
+        models = ModelRepository(session).list(job_type=job_type, scope=scope, status=status)
+        return [mv.to_dict() for mv in models]
+
+
+def promote(store: Store, version_id: Any) -> dict[str, Any]:
+    """Make a stored version the active one of its job type (atomic)."""
+    version_id = validate_int(version_id, "version_id")
+    return store.write(lambda s: ModelRepository(s).promote(version_id).to_dict(), what="promoting")
+
+
+def rollback(store: Store, job_type: Any) -> dict[str, Any]:
+    """Re-activate the general version that was active before the current one (atomic)."""
+    job_type = validate_label(job_type, "job_type")
+    return store.write(lambda s: ModelRepository(s).rollback(job_type).to_dict(), what="rolling back")

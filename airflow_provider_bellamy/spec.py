@@ -412,3 +412,20 @@ _FIELDS: tuple[dataclasses.Field[Any], ...] = tuple(f for f in dataclasses.field
 
 # The sizing arguments, as the operators and the YAML (``scale_out`` there) take them.
 SIZING_ARGUMENTS: tuple[str, ...] = tuple(f.metadata["argument"] for f in _FIELDS)
+
+
+# ``Bellamy.size``/``predict`` name two arguments otherwise than the operators (in their errors).
+_API_NAMES = {"properties": "context", "target": "target_s"}
+
+
+def parse_api_arguments(**arguments: Any) -> SizingSpec:
+    """The sizing arguments of a ``Bellamy.size``/``predict`` call, parsed as the operators' and the YAML's."""
+    try:
+        return SizingSpec.parse(arguments, names=_API_NAMES)
+    except InvalidInputError as exc:
+        if not exc.field.startswith("scale_outs["):
+            raise
+        # the API names the argument it was given, with the whole list (as records' checks do)
+        raise InvalidInputError(
+            "scale_outs", arguments["scale_outs"], f"{exc.field}: {exc.problem}"
+        ) from None
