@@ -42,12 +42,8 @@ class Bellamy:
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
         blob_threshold_bytes: int | None = None,
     ) -> None:
-        if (
-            isinstance(connect_timeout_s, bool)
-            or not isinstance(connect_timeout_s, (int, float))
-            or not math.isfinite(connect_timeout_s)
-            or connect_timeout_s <= 0
-        ):
+        timeout = connect_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise InvalidInputError("connect_timeout_s", connect_timeout_s, "must be a number of seconds > 0")
         kwargs: dict[str, Any] = {"connect_timeout_s": float(connect_timeout_s)}
         if blob_threshold_bytes is not None:
@@ -69,12 +65,8 @@ class Bellamy:
     # ================================================================ runs
 
     def record_runs(self, runs: pd.DataFrame | Sequence[Mapping[str, Any]]) -> list[int]:
-        """Store runs (canonical columns + provenance); returns their row ids in input order.
-
-        Every row is validated before anything is written, and all rows go in one transaction.
-        Recording the same Airflow try (dag_id, task_id, run_id, map_index, try_number) again
-        returns the stored row's id and adds nothing.
-        """
+        """Store runs (canonical columns + provenance), all validated first, in one transaction;
+        returns their row ids in input order (an Airflow try stored already: its row's id)."""
         return run_history.record(self.store, run_history.prepare(self.store, runs))
 
     def import_runs(
@@ -84,9 +76,7 @@ class Bellamy:
         append: bool = False,
         skip_stored: bool = False,
     ) -> list[int]:
-        """Record a data set of past runs (a file, a trace set) exactly once
-        (``run_history.record_data_set``): a ``dataset`` already stored is refused (with
-        ``skip_stored``: nothing added, []) unless ``append``."""
+        """Record a data set of past runs (a file, a trace set) once: ``run_history.record_data_set``."""
         rows = run_history.prepare(self.store, runs)
         return run_history.record_data_set(self.store, rows, append=append, skip_stored=skip_stored)
 
@@ -208,16 +198,11 @@ class Bellamy:
         target_s: float | None = None,
         provenance: Mapping[str, Any] | None = None,
     ) -> SizingDecision:
-        """:meth:`size` for a ``SizingSpec`` parsed already (an operator's, once per launch): it is
-        not parsed again. ``target_s``: the runtime target resolved from the spec's deadline
-        (default: the spec's own ``target_s``)."""
+        """:meth:`size` for a ``SizingSpec`` parsed already (an operator's, once per launch), not
+        parsed again; ``target_s``: the target its deadline resolved to (default: its own)."""
         if not isinstance(spec, SizingSpec):
             raise InvalidInputError("spec", spec, "must be a SizingSpec (SizingSpec.parse)")
-        if spec.scale_outs is None:
-            raise InvalidInputError("spec.scale_outs", None, "is required to size")
-        if spec.templated:
-            name = sorted(spec.templated)[0]
-            raise InvalidInputError(f"spec.{name}", spec.arguments()[name], "is a template not rendered yet")
+        spec.check_sizable(prefix="spec.")
         prov = validate_provenance(provenance)
         target = spec.target_s if target_s is None else target_s
         return resolution.size(self.store, spec, target, prov)

@@ -399,6 +399,17 @@ class SizingSpec:
                 where=where,
             )
 
+    def check_sizable(self, *, prefix: str = "") -> None:
+        """Refuse a spec that cannot be sized as it is: no candidates, or an argument that is still
+        a template (parsed with ``defer_templates`` before Airflow rendered it)."""
+        if self.scale_outs is None:
+            raise InvalidInputError(f"{prefix}scale_outs", None, "is required to size")
+        if self.templated:
+            name = sorted(self.templated)[0]
+            raise InvalidInputError(
+                f"{prefix}{name}", self.arguments()[name], "is a template not rendered yet"
+            )
+
     def arguments(self) -> dict[str, Any]:
         """The spec as the operators' keyword arguments (``from_config`` passes them on)."""
         out = {f.metadata["argument"]: getattr(self, f.name) for f in _FIELDS}

@@ -509,7 +509,6 @@ def test_size_spec_sizes_a_parsed_spec_without_parsing_it_again(
 ) -> None:
     """An operator parses its sizing arguments once per launch; the façade sizes that spec as
     ``size()`` sizes the same arguments, without a second parse."""
-    from airflow_provider_bellamy.records import RunRecord
     from airflow_provider_bellamy.spec import SizingSpec
 
     ctx = _context_of(contexts[3])
@@ -545,6 +544,8 @@ def test_size_spec_sizes_a_parsed_spec_without_parsing_it_again(
     assert _count_decisions(trained) == before
 
     # record_run takes a RunRecord's fields; a wrong name is a TypeError as for any call
+    from airflow_provider_bellamy.records import RunRecord
+
     row = trained.record_run(
         **RunRecord(job_type="sort", framework="spark", scale_out=3, runtime_s=90.0, context=ctx).as_run()
     )
