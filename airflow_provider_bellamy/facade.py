@@ -20,7 +20,7 @@ from airflow_provider_bellamy import decision_log, resolution, retraining, run_h
 from airflow_provider_bellamy.decisions import Prediction, SizingDecision
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model_cache import clear_model_cache, load_stored
-from airflow_provider_bellamy.records import RunRecord, validate_provenance
+from airflow_provider_bellamy.records import run_record, validate_provenance
 from airflow_provider_bellamy.retraining import DEFAULT_HOLDOUT_FRACTION, TrainReport
 from airflow_provider_bellamy.spec import SizingSpec, parse_api_arguments
 from airflow_provider_bellamy.store import SchemaStatus, Store
@@ -29,7 +29,7 @@ from airflow_provider_bellamy.store.engine import DEFAULT_CONNECT_TIMEOUT_S
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Bellamy", "RunRecord", "TrainReport", "clear_model_cache"]
+__all__ = ["Bellamy", "TrainReport", "clear_model_cache"]
 
 
 class Bellamy:
@@ -81,9 +81,9 @@ class Bellamy:
         return run_history.record_data_set(self.store, rows, append=append, skip_stored=skip_stored)
 
     def record_run(self, **fields: Any) -> int:
-        """Store one run given as the keyword arguments of ``records.RunRecord`` (``job_type``,
-        ``framework``, ``scale_out``, ``runtime_s`` required); returns its row id."""
-        return self.record_runs([RunRecord(**fields).as_run()])[0]
+        """Store one run given as keyword arguments (``records.RECORD_RUN_FIELDS``: ``job_type``,
+        ``framework``, ``scale_out``, ``runtime_s`` required; ``context`` a mapping); returns its row id."""
+        return self.record_runs([run_record(fields)])[0]
 
     def link_decision(self, decision_id: int, run_row_id: int) -> None:
         """Attach the run a sizing decision led to."""
@@ -155,13 +155,7 @@ class Bellamy:
         framework: str | None = None,
     ) -> Prediction:
         """Runtime per candidate scale-out with a band at ``confidence`` (docs/sizing.md)."""
-        spec = parse_api_arguments(
-            job_type=job_type,
-            properties=context,
-            scale_outs=scale_outs,
-            confidence=confidence,
-            framework=framework,
-        )
+        spec = parse_api_arguments(job_type, context, scale_outs, confidence=confidence, framework=framework)
         return resolution.predict(self.store, spec)
 
     def size(
@@ -179,9 +173,9 @@ class Bellamy:
     ) -> SizingDecision:
         """Choose a scale-out for the target and store the decision (``decision_id`` set)."""
         spec = parse_api_arguments(
-            job_type=job_type,
-            properties=context,
-            scale_outs=scale_outs,
+            job_type,
+            context,
+            scale_outs,
             target=target_s,
             confidence=confidence,
             objective=objective,
@@ -220,9 +214,9 @@ class Bellamy:
         where sizing could not answer, so that every launch has its decision row."""
         if spec is None:
             spec = parse_api_arguments(
-                job_type=decision.job_type,
-                properties=decision.context,
-                scale_outs=scale_outs,
+                decision.job_type,
+                decision.context,
+                scale_outs,
                 confidence=decision.confidence,
                 framework=decision.framework,
             )

@@ -8,7 +8,6 @@ the Airflow layers use it while parsing DAG files.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import math
 import re
@@ -460,39 +459,27 @@ PROVENANCE_KEYS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", 
 _RUN_FIELDS = frozenset(REQUIRED_COLUMNS) | frozenset(PROVENANCE_COLUMNS)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RunRecord:
-    """One run as ``Bellamy.record_run`` takes it (checked with every other run by ``prepare_runs``).
+# What ``Bellamy.record_run`` takes, as keyword arguments: the canonical fields (required), the
+# context as one mapping, and the provenance a caller sets (``runtime_s`` is the time the job ran at
+# ``scale_out``, what the cluster granted; ``queue_s`` the wait before; ``requested_scale_out`` what
+# sizing asked for; ``excluded_reason`` keeps the run out of training, stored and exported still).
+RECORD_RUN_FIELDS: tuple[str, ...] = (
+    *REQUIRED_COLUMNS,
+    "context",
+    *(name for name in PROVENANCE_COLUMNS if name not in ("id", "recorded_at")),
+)
 
-    ``runtime_s`` is the time the job ran at ``scale_out`` (what the cluster granted); ``queue_s``
-    the time it waited for that before; ``requested_scale_out`` what sizing asked for;
-    ``excluded_reason`` keeps the run out of training (it stays stored and exported). The
-    Airflow try (``dag_id`` … ``try_number``) is stored once."""
 
-    job_type: str
-    framework: str
-    scale_out: int
-    runtime_s: float
-    context: Mapping[str, Any] | None = None
-    status: str = "success"
-    dag_id: str | None = None
-    task_id: str | None = None
-    run_id: str | None = None
-    map_index: int = -1
-    try_number: int = 1
-    started_at: dt.datetime | str | None = None
-    ended_at: dt.datetime | str | None = None
-    external_id: str | None = None
-    decision_id: int | None = None
-    source: str | None = None
-    dataset: str | None = None
-    queue_s: float | None = None
-    requested_scale_out: int | None = None
-    excluded_reason: str | None = None
-
-    def as_run(self) -> dict[str, Any]:
-        """The record as ``prepare_runs`` reads a run: a mapping of field to value."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+def run_record(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``record_run``'s keyword arguments as one run for ``prepare_runs`` (which checks the values);
+    a name it does not take, or a required one missing, is a ``TypeError`` as for any call."""
+    unknown = sorted(set(fields) - set(RECORD_RUN_FIELDS))
+    if unknown:
+        raise TypeError(f"record_run() got an unexpected keyword argument {unknown[0]!r}")
+    missing = [name for name in REQUIRED_COLUMNS if name not in fields]
+    if missing:
+        raise TypeError(f"record_run() missing required keyword argument {missing[0]!r}")
+    return dict(fields)
 
 
 def is_dataframe(value: Any) -> bool:

@@ -429,8 +429,10 @@ SIZING_ARGUMENTS: tuple[str, ...] = tuple(f.metadata["argument"] for f in _FIELD
 _API_NAMES = {"properties": "context", "target": "target_s"}
 
 
-def parse_api_arguments(**arguments: Any) -> SizingSpec:
-    """The sizing arguments of a ``Bellamy.size``/``predict`` call, parsed as the operators' and the YAML's."""
+def parse_api_arguments(job_type: Any, context: Any, scale_outs: Any, **more: Any) -> SizingSpec:
+    """The sizing arguments of a ``Bellamy.size``/``predict`` call (``more``: the others, by their
+    operator names), parsed as the operators' and the YAML's."""
+    arguments = {"job_type": job_type, "properties": context, "scale_outs": scale_outs, **more}
     try:
         return SizingSpec.parse(arguments, names=_API_NAMES)
     except InvalidInputError as exc:

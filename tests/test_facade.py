@@ -543,12 +543,12 @@ def test_size_spec_sizes_a_parsed_spec_without_parsing_it_again(
         trained.size_spec(spec, provenance={"dag": "d"})
     assert _count_decisions(trained) == before
 
-    # record_run takes a RunRecord's fields; a wrong name is a TypeError as for any call
-    from airflow_provider_bellamy.records import RunRecord
-
-    row = trained.record_run(
-        **RunRecord(job_type="sort", framework="spark", scale_out=3, runtime_s=90.0, context=ctx).as_run()
-    )
+    # record_run's keyword arguments: a wrong or missing name is a TypeError as for any call
+    row = trained.record_run(job_type="sort", framework="spark", scale_out=3, runtime_s=90.0, context=ctx)
     assert trained.list_runs("sort", limit=1)[0]["id"] == row
-    with pytest.raises(TypeError, match="runtime"):
+    runs = trained.count_runs("sort")
+    with pytest.raises(TypeError, match="'runtime'"):
         trained.record_run(job_type="sort", framework="spark", scale_out=3, runtime=90.0)
+    with pytest.raises(TypeError, match="'runtime_s'"):
+        trained.record_run(job_type="sort", framework="spark", scale_out=3)
+    assert trained.count_runs("sort") == runs
