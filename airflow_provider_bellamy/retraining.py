@@ -75,7 +75,17 @@ def train(
     force: bool,
     config: Any,
 ) -> list[TrainReport]:
-    """See ``Bellamy.train``."""
+    """Pre-train a general model per job type, store it, promote it if it is not worse.
+
+    ``job_type="all"``: one model on every job type's runs, for job types without a model of their
+    own (see ``resolution``). ``time_budget_s``: per job type, the whole call's (reading the runs
+    included), default ``DEFAULT_TRAIN_BUDGET_S``. It trains on a window of the history: the newest
+    ``TRAINING_RUNS_PER_SCALE_OUT`` runs of each context and scale-out, at most
+    ``MAX_TRAINING_RUNS`` of them (the newest). The newest ``holdout_fraction`` of a job type's
+    successful runs that the active model has not seen are held out; candidate and active model
+    are compared on them by mean relative error. A job type whose runs did not change since the
+    active model was trained is reported ``up_to_date`` (``force`` retrains).
+    """
     if job_type is not None:
         job_type = validate_label(job_type, "job_type")
     if not isinstance(holdout_fraction, (int, float)) or not 0 <= holdout_fraction < 1:
