@@ -8,7 +8,8 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_bellamy.exceptions import ModelFileError
+from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError
+from airflow_provider_bellamy.records import validate_int
 from airflow_provider_bellamy.store import ModelRepository
 
 if TYPE_CHECKING:
@@ -68,3 +69,20 @@ def load_version(store: Store, mv: ModelVersion, repo: ModelRepository | None = 
         raise
     cache_put(key, model)
     return model
+
+
+def load_stored(store: Store, version_id: Any = None, *, job_type: str | None = None) -> Any:
+    """A stored model by version id, or the active general model of ``job_type``."""
+    with store.read("loading a model") as session:
+        repo = ModelRepository(session)
+        if version_id is not None:
+            mv = repo.get(validate_int(version_id, "version_id"))
+            if mv is None:
+                raise InvalidInputError("version_id", version_id, "no such model version")
+        elif job_type is None:
+            raise InvalidInputError("job_type", None, "give a job type or a version id")
+        else:
+            mv = repo.active(job_type)
+            if mv is None:
+                raise InvalidInputError("job_type", job_type, "has no active model; run `bellamy train`")
+        return load_version(store, mv, repo)

@@ -459,6 +459,29 @@ PROVENANCE_KEYS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", 
 _RUN_FIELDS = frozenset(REQUIRED_COLUMNS) | frozenset(PROVENANCE_COLUMNS)
 
 
+# What ``Bellamy.record_run`` takes, as keyword arguments: the canonical fields (required), the
+# context as one mapping, and the provenance a caller sets (``runtime_s`` is the time the job ran at
+# ``scale_out``, what the cluster granted; ``queue_s`` the wait before; ``requested_scale_out`` what
+# sizing asked for; ``excluded_reason`` keeps the run out of training, stored and exported still).
+RECORD_RUN_FIELDS: tuple[str, ...] = (
+    *REQUIRED_COLUMNS,
+    "context",
+    *(name for name in PROVENANCE_COLUMNS if name not in ("id", "recorded_at")),
+)
+
+
+def run_record(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``record_run``'s keyword arguments as one run for ``prepare_runs`` (which checks the values);
+    a name it does not take, or a required one missing, is a ``TypeError`` as for any call."""
+    unknown = sorted(set(fields) - set(RECORD_RUN_FIELDS))
+    if unknown:
+        raise TypeError(f"record_run() got an unexpected keyword argument {unknown[0]!r}")
+    missing = [name for name in REQUIRED_COLUMNS if name not in fields]
+    if missing:
+        raise TypeError(f"record_run() missing required keyword argument {missing[0]!r}")
+    return dict(fields)
+
+
 def is_dataframe(value: Any) -> bool:
     # Avoid importing pandas just to answer "no" for a list of dicts.
     return type(value).__name__ == "DataFrame" and type(value).__module__.startswith("pandas")

@@ -1,4 +1,5 @@
-"""Which model answers a request, and its band: the launch path of ``predict`` and ``size``.
+"""Which model answers a request, and its band: the launch path of ``predict`` and ``size``
+(``Bellamy`` hands them a parsed ``SizingSpec``; ``predict``/``size`` below run the whole path).
 
 For job type J and context C:
 1. the active general model of J — or, where J has none, the model of "all" job types
@@ -16,22 +17,18 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_bellamy import decision_log, run_history
 from airflow_provider_bellamy.decisions import Prediction
-from airflow_provider_bellamy.exceptions import ModelFileError, UnknownJobTypeError
+from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.model_cache import cache_get, cache_put, load_version, version_key
-from airflow_provider_bellamy.records import ALL_JOB_TYPES, runs_frame
-from airflow_provider_bellamy.store import (
-    DecisionRepository,
-    ModelRepository,
-    ModelVersion,
-    Run,
-    RunRepository,
-)
+from airflow_provider_bellamy.records import ALL_JOB_TYPES, context_fingerprint, runs_frame
+from airflow_provider_bellamy.store import ModelRepository, ModelVersion, Run, RunRepository
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_provider_bellamy.decisions import SizingDecision
+    from airflow_provider_bellamy.spec import SizingSpec
     from airflow_provider_bellamy.store import Store
 
 # Fine-tuning's cost grows faster than linearly with its runs (on a loaded 2-core machine, 0.35 s
@@ -267,35 +264,57 @@ def finite_band(store: Store, req: Request, resolved: Resolved) -> tuple[Predict
     return finite_band(store, req, fell_back)
 
 
-def store_decision(
-    store: Store, decision: SizingDecision, req: Request, model_version_id: int | None, prov: dict[str, Any]
-) -> SizingDecision:
-    """Store a decision with its request and provenance; sets ``decision_id`` and ``created_at``."""
-    decision.requested_confidence = req.confidence
-    values = {
-        "job_type": req.job_type,
-        "framework": req.framework,
+def request(store: Store, spec: SizingSpec) -> Request:
+    """A parsed spec as a request, its context conformed to what the job type's stored runs hold."""
+    assert spec.scale_outs is not None  # a request is sized among given candidates
+    ctx = run_history.conform(store, spec.job_type, spec.properties)
+    return Request(
+        spec.job_type,
+        ctx,
+        context_fingerprint(spec.job_type, ctx),
+        spec.scale_outs,
+        spec.confidence,
+        spec.framework,
+    )
+
+
+def predict(store: Store, spec: SizingSpec) -> Prediction:
+    """The runtime per candidate with its band; refused where no model can answer."""
+    req = request(store, spec)
+    prediction, resolved = finite_band(store, req, resolve(store, req))
+    if prediction is None:
+        why = (resolved.fallback_reason or "no model").removesuffix(": default scale-out")
+        raise InvalidInputError(
+            "context",
+            req.context,
+            f"cannot predict: {why}; run `bellamy train` or record runs at more scale-outs",
+        )
+    return prediction
+
+
+def size(store: Store, spec: SizingSpec, target_s: float | None, prov: dict[str, Any]) -> SizingDecision:
+    """The decision for ``target_s`` (the model's, else the default scale-out's), stored."""
+    from airflow_provider_bellamy import sizing
+
+    req = request(store, spec)
+    prediction, resolved = finite_band(store, req, resolve(store, req))
+    common = {
+        "target_s": target_s,
+        "objective": spec.objective,
+        "price_per_node_hour": spec.price_per_node_hour,
         "context": req.context,
-        "context_fingerprint": req.fingerprint,
-        "candidates": decision.to_dict()["candidates"],
-        "target_s": decision.target_s,
-        # what the band honours (a q the calibration cannot resolve is capped; the reason says so)
-        "confidence": decision.confidence,
-        "objective": decision.objective,
-        "price_per_node_hour": decision.price_per_node_hour,
-        "chosen_scale_out": decision.chosen_scale_out,
-        "feasible": bool(decision.feasible),
-        "reason": decision.reason,
-        "shortfall_s": decision.shortfall_s,
-        "model_version": decision.model_version,
-        "model_version_id": model_version_id,
-        "fallback_reason": decision.fallback_reason,
-        "requested_confidence": req.confidence,
-        "extrapolation": decision.extrapolation,
-        "band_note": decision.band_note,
-        **prov,
+        "framework": req.framework,
     }
-    row = store.write(lambda s: DecisionRepository(s).add(values), what="storing a decision")
-    decision.decision_id = row.id
-    decision.created_at = row.created_at.isoformat()
-    return decision
+    if prediction is not None:
+        decision = sizing.decide(prediction, **common)
+    else:
+        default = spec.default_scale_out if spec.default_scale_out is not None else max(req.scale_outs)
+        reason = resolved.fallback_reason or "no model"
+        decision = sizing.default_decision(
+            req.job_type, req.scale_outs, default, reason, confidence=req.confidence, **common
+        )
+    if decision.fallback_reason is None and resolved.fallback_reason is not None:
+        decision.fallback_reason = resolved.fallback_reason
+    if decision.model_version is None:
+        decision.model_version = resolved.label
+    return decision_log.store_decision(store, decision, req, resolved.version_id, prov)

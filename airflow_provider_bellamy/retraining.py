@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, UnknownJobTypeError
 from airflow_provider_bellamy.model_cache import cache_put, load_version, version_key
-from airflow_provider_bellamy.records import ALL_JOB_TYPES, runs_frame, validate_label
+from airflow_provider_bellamy.records import ALL_JOB_TYPES, runs_frame, validate_int, validate_label
 from airflow_provider_bellamy.store import ModelRepository, ModelVersion, Run, RunRepository
 
 if TYPE_CHECKING:
@@ -75,7 +75,17 @@ def train(
     force: bool,
     config: Any,
 ) -> list[TrainReport]:
-    """See ``Bellamy.train``."""
+    """Pre-train a general model per job type, store it, promote it if it is not worse.
+
+    ``job_type="all"``: one model on every job type's runs, for job types without a model of their
+    own (see ``resolution``). ``time_budget_s``: per job type, the whole call's (reading the runs
+    included), default ``DEFAULT_TRAIN_BUDGET_S``. It trains on a window of the history: the newest
+    ``TRAINING_RUNS_PER_SCALE_OUT`` runs of each context and scale-out, at most
+    ``MAX_TRAINING_RUNS`` of them (the newest). The newest ``holdout_fraction`` of a job type's
+    successful runs that the active model has not seen are held out; candidate and active model
+    are compared on them by mean relative error. A job type whose runs did not change since the
+    active model was trained is reported ``up_to_date`` (``force`` retrains).
+    """
     if job_type is not None:
         job_type = validate_label(job_type, "job_type")
     if not isinstance(holdout_fraction, (int, float)) or not 0 <= holdout_fraction < 1:
@@ -290,8 +300,14 @@ def mre(model: Any, runs: Sequence[Run]) -> tuple[float | None, set[int]]:
     return (sum(errors) / len(errors) if errors else None), covered
 
 
-def prune_models(store: Store, *, keep: int, job_type: str | None) -> dict[str, Any]:
-    """See ``Bellamy.prune_models``; a store that does not exist yet is not created for it."""
+def prune_models(store: Store, *, keep: Any, job_type: Any) -> dict[str, Any]:
+    """Delete the versions nothing uses (``ModelRepository.prune``): never an active general version
+    nor a context's copy of it; ``keep`` older general versions per job type stay for rollback.
+    Returns what was deleted, per scope, and the files removed; a store that does not exist yet
+    is not created for it."""
+    keep = validate_int(keep, "keep", minimum=0)
+    if job_type is not None:
+        job_type = validate_label(job_type, "job_type")
 
     def work(session: Session) -> list[dict[str, Any]]:
         return [
@@ -315,3 +331,23 @@ def prune_models(store: Store, *, keep: int, job_type: str | None) -> dict[str, 
         "files": len(files - still_used),
         "deleted": [d["label"] for d in deleted],
     }
+
+
+def list_models(
+    store: Store, job_type: str | None, *, scope: str | None, status: str | None
+) -> list[dict[str, Any]]:
+    with store.read("listing models") as session:
+        models = ModelRepository(session).list(job_type=job_type, scope=scope, status=status)
+        return [mv.to_dict() for mv in models]
+
+
+def promote(store: Store, version_id: Any) -> dict[str, Any]:
+    """Make a stored version the active one of its job type (atomic)."""
+    version_id = validate_int(version_id, "version_id")
+    return store.write(lambda s: ModelRepository(s).promote(version_id).to_dict(), what="promoting")
+
+
+def rollback(store: Store, job_type: Any) -> dict[str, Any]:
+    """Re-activate the general version that was active before the current one (atomic)."""
+    job_type = validate_label(job_type, "job_type")
+    return store.write(lambda s: ModelRepository(s).rollback(job_type).to_dict(), what="rolling back")

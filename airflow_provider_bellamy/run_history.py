@@ -1,16 +1,25 @@
 """The store's runs: what their properties hold, recording them (one transaction, each Airflow
-try once, linked to its decision), importing a data set once, reading them back as a frame.
+try once, linked to its decision), importing a data set once, reading them back (listed, counted,
+as a frame, to a file).
 
 Validation of a run lives in ``records``; this module is what touches the store for them."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import conform_context, runs_frame
+from airflow_provider_bellamy.records import (
+    conform_context,
+    context_fingerprint,
+    prepare_runs,
+    runs_frame,
+    successful_runs,
+    validate_label,
+)
 from airflow_provider_bellamy.store import DecisionRepository, Run, RunRepository
 
 if TYPE_CHECKING:
@@ -49,6 +58,11 @@ def conform(store: Store, job_type: str, context: Any, *, where: str = "context"
     """A request's context as the job type's stored runs hold its properties."""
     conform_context(context, where=where)  # refuse bad input before the store is read
     return conform_context(context, stored_kinds(store, [job_type])[job_type], where=where)
+
+
+def prepare(store: Store, runs: Any) -> list[dict[str, Any]]:
+    """Runs (a DataFrame or mappings) validated into store rows against the stored property kinds."""
+    return prepare_runs(runs, lambda job_types: stored_kinds(store, job_types))
 
 
 def record(
@@ -113,3 +127,79 @@ def read_frame(
             if fingerprint is not None:
                 rows = [r for r in rows if r.context_fingerprint == fingerprint]
     return runs_frame(rows, provenance=not successful_only)
+
+
+def frame(
+    store: Store, job_type: str | None, *, successful_only: bool, context: Mapping[str, Any] | None
+) -> pd.DataFrame:
+    """``read_frame``, of one context (conformed as a request's) where ``context`` is given."""
+    fingerprint = None
+    if context is not None:
+        if job_type is None:
+            raise InvalidInputError("job_type", None, "needed to select the runs of one context")
+        job_type = validate_label(job_type, "job_type")
+        fingerprint = context_fingerprint(job_type, conform(store, job_type, context))
+    return read_frame(store, job_type, successful_only=successful_only, fingerprint=fingerprint)
+
+
+def export(
+    store: Store, path: str | Path, job_type: str | None, *, successful_only: bool, overwrite: bool
+) -> int:
+    """Write the stored runs with their provenance to a CSV/TSV file (canonical columns); returns
+    the runs written. Nothing stored: an error, and no file."""
+    from airflow_provider_bellamy.datasets import write_runs_file
+
+    runs = read_frame(store, job_type, successful_only=False, fingerprint=None).drop(columns=["id"])
+    if successful_only:
+        runs = successful_runs(runs)
+    if runs.empty:
+        field, value = ("job_type", job_type) if job_type is not None else ("store", store.display_url)
+        raise InvalidInputError(field, value, "has no stored runs to export")
+    return write_runs_file(runs, path, overwrite=overwrite)
+
+
+def import_traces(store: Store, name: str, *, append: bool) -> dict[str, int]:
+    """Record a bundled trace set ("c3o", "bell" or "all"), each set once unless ``append``
+    (traces have genuine duplicate rows: no row-by-row de-duplication); runs added per set."""
+    from airflow_provider_bellamy.datasets import available_traces, load_traces
+
+    sets = sorted(available_traces())
+    if name != "all" and name not in sets:
+        raise InvalidInputError("traces", name, f"choose one of {[*sets, 'all']}")
+    added: dict[str, int] = {}
+    for set_name in sets if name == "all" else [name]:
+        rows = prepare(store, load_traces(set_name))
+        added[set_name] = len(record_data_set(store, rows, append=append, skip_stored=True))
+    return added
+
+
+def listing(
+    store: Store, job_type: str | None, *, status: str | None, source: str | None, limit: int | None
+) -> list[dict[str, Any]]:
+    """The newest runs (filtered), as dicts."""
+    with store.read("listing runs") as session:
+        rows = RunRepository(session).list(job_type=job_type, status=status, source=source, limit=limit)
+        return [r.to_dict() for r in rows]
+
+
+def count(store: Store, **filters: str | None) -> int:
+    """How many runs match ``filters`` (``RunRepository.count``'s)."""
+    with store.read("counting runs") as session:
+        return RunRepository(session).count(**filters)
+
+
+def job_types(store: Store) -> list[str]:
+    with store.read("listing job types") as session:
+        return RunRepository(session).job_types()
+
+
+def recorded_job(store: Store, framework: str, external_id: str) -> int | None:
+    """The run row already stored for a cluster job (any Airflow try), if any."""
+    with store.read("looking up a recorded job") as session:
+        return RunRepository(session).id_of_job(framework, external_id)
+
+
+def task_durations(store: Store, dag_id: str, task_id: str, *, last: int) -> list[float]:
+    """An Airflow task's last ``last`` successful runtimes, newest first."""
+    with store.read("reading recorded task durations") as session:
+        return RunRepository(session).task_runtimes(dag_id, task_id, limit=last)

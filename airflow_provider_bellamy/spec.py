@@ -399,6 +399,17 @@ class SizingSpec:
                 where=where,
             )
 
+    def check_sizable(self, *, prefix: str = "") -> None:
+        """Refuse a spec that cannot be sized as it is: no candidates, or an argument that is still
+        a template (parsed with ``defer_templates`` before Airflow rendered it)."""
+        if self.scale_outs is None:
+            raise InvalidInputError(f"{prefix}scale_outs", None, "is required to size")
+        if self.templated:
+            name = sorted(self.templated)[0]
+            raise InvalidInputError(
+                f"{prefix}{name}", self.arguments()[name], "is a template not rendered yet"
+            )
+
     def arguments(self) -> dict[str, Any]:
         """The spec as the operators' keyword arguments (``from_config`` passes them on)."""
         out = {f.metadata["argument"]: getattr(self, f.name) for f in _FIELDS}
@@ -412,3 +423,22 @@ _FIELDS: tuple[dataclasses.Field[Any], ...] = tuple(f for f in dataclasses.field
 
 # The sizing arguments, as the operators and the YAML (``scale_out`` there) take them.
 SIZING_ARGUMENTS: tuple[str, ...] = tuple(f.metadata["argument"] for f in _FIELDS)
+
+
+# ``Bellamy.size``/``predict`` name two arguments otherwise than the operators (in their errors).
+_API_NAMES = {"properties": "context", "target": "target_s"}
+
+
+def parse_api_arguments(job_type: Any, context: Any, scale_outs: Any, **more: Any) -> SizingSpec:
+    """The sizing arguments of a ``Bellamy.size``/``predict`` call (``more``: the others, by their
+    operator names), parsed as the operators' and the YAML's."""
+    arguments = {"job_type": job_type, "properties": context, "scale_outs": scale_outs, **more}
+    try:
+        return SizingSpec.parse(arguments, names=_API_NAMES)
+    except InvalidInputError as exc:
+        if not exc.field.startswith("scale_outs["):
+            raise
+        # the API names the argument it was given, with the whole list (as records' checks do)
+        raise InvalidInputError(
+            "scale_outs", arguments["scale_outs"], f"{exc.field}: {exc.problem}"
+        ) from None

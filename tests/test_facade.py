@@ -502,3 +502,53 @@ def test_a_context_far_outside_the_training_data_is_flagged_with_a_wide_band(
     assert stored.band_note == far.band_note is not None
     assert stored.requested_confidence == far.requested_confidence == 0.9 and not stored.capped
     assert trained.get_decision(inside.decision_id).extrapolating is False
+
+
+def test_size_spec_sizes_a_parsed_spec_without_parsing_it_again(
+    trained: Bellamy, contexts: list[pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator parses its sizing arguments once per launch; the façade sizes that spec as
+    ``size()`` sizes the same arguments, without a second parse."""
+    from airflow_provider_bellamy.spec import SizingSpec
+
+    ctx = _context_of(contexts[3])
+    arguments = {"job_type": "sort", "properties": ctx, "scale_outs": [2, 4, 8, 12], "confidence": 0.8}
+    spec = SizingSpec.parse({**arguments, "deadline": "2030-01-01T00:00:00+00:00"})
+    parsed: list[Any] = []
+    real_parse = SizingSpec.parse.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(
+        SizingSpec, "parse", classmethod(lambda cls, *a, **k: parsed.append(a) or real_parse(cls, *a, **k))
+    )
+    prov = {"dag_id": "d", "task_id": "t", "run_id": "r", "map_index": -1, "try_number": 1}
+    via_spec = trained.size_spec(spec, target_s=600.0, provenance=prov)  # the deadline's target
+    assert parsed == []
+    via_args = trained.size("sort", ctx, [2, 4, 8, 12], 600.0, confidence=0.8)
+    assert len(parsed) == 1
+    for key in ("chosen_scale_out", "feasible", "target_s", "confidence", "context", "candidates"):
+        assert getattr(via_spec, key) == getattr(via_args, key), key
+    stored = trained.get_decision(via_spec.decision_id)
+    assert stored.target_s == 600.0 and stored.chosen_scale_out == via_spec.chosen_scale_out
+    assert trained.list_decisions(limit=2)[1]["task_id"] == "t"
+
+    # what it refuses, naming the field; nothing is stored for it
+    before = _count_decisions(trained)
+    with pytest.raises(InvalidInputError, match="spec"):
+        trained.size_spec(arguments)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"spec\.scale_outs"):
+        trained.size_spec(SizingSpec.parse({"job_type": "sort"}, require_scale_outs=False))
+    unrendered = SizingSpec.parse({**arguments, "scale_outs": "{{ params.n }}"}, defer_templates=True)
+    with pytest.raises(InvalidInputError, match=r"spec\.scale_outs='\{\{ params\.n \}\}'"):
+        trained.size_spec(unrendered)
+    with pytest.raises(InvalidInputError, match="provenance"):
+        trained.size_spec(spec, provenance={"dag": "d"})
+    assert _count_decisions(trained) == before
+
+    # record_run's keyword arguments: a wrong or missing name is a TypeError as for any call
+    row = trained.record_run(job_type="sort", framework="spark", scale_out=3, runtime_s=90.0, context=ctx)
+    assert trained.list_runs("sort", limit=1)[0]["id"] == row
+    runs = trained.count_runs("sort")
+    with pytest.raises(TypeError, match="'runtime'"):
+        trained.record_run(job_type="sort", framework="spark", scale_out=3, runtime=90.0)
+    with pytest.raises(TypeError, match="'runtime_s'"):
+        trained.record_run(job_type="sort", framework="spark", scale_out=3)
+    assert trained.count_runs("sort") == runs

@@ -39,7 +39,6 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
-from airflow_provider_bellamy.spec import parse_properties
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -379,7 +378,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     job_type=self.job_type,
                     framework="flink",
                     scale_out=scale_out,
-                    properties=parse_properties(self.properties),
+                    properties=self.sizing_spec().properties,
                     decision_id=(decision or {}).get("decision_id"),
                     source="operator",
                     requested_scale_out=parallelism,

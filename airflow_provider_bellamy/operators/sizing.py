@@ -186,8 +186,21 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         return cls(**{**job.operator_kwargs(cls.bellamy_framework, cls.__name__), **kwargs})
 
     def sizing_spec(self) -> SizingSpec:
-        """The sizing arguments as rendered for this try, parsed (refused naming field and value)."""
-        return SizingSpec.parse({name: getattr(self, name) for name in SIZING_ARGUMENTS})
+        """The sizing arguments as rendered for this try, parsed (refused naming field and value).
+
+        One parse per launch: ``size_for_launch`` parses them and keeps the spec, which the
+        façade sizes with (``Bellamy.size_spec``, not parsed again) and the write-back records the
+        properties of. A try that did not size here (resumed after deferring, in a fresh operator;
+        reattached to an earlier try's job) parses the rendered fields on its first call."""
+        spec = getattr(self, "_bellamy_spec", None)
+        if spec is None:
+            arguments = {name: getattr(self, name) for name in SIZING_ARGUMENTS}
+            at_launch = self.bellamy_candidates_at_launch
+            if at_launch and arguments["scale_outs"] in ("", []):
+                arguments["scale_outs"] = None  # left to launch, as the operator reads them
+            spec = SizingSpec.parse(arguments, require_scale_outs=not at_launch)
+            self._bellamy_spec = spec
+        return spec
 
     # -- launch-time sizing ------------------------------------------------------------
 
@@ -338,9 +351,9 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         """Decide the scale-out for this try; returns (decision, target, façade or None when unusable)."""
         started = time.monotonic()
         _prefetch_model_code()
+        self._bellamy_spec = None  # parsed from the fields as rendered for this launch
         spec = self.sizing_spec()
-        scale_outs = spec.scale_outs
-        assert scale_outs is not None  # required by sizing_spec
+        assert spec.scale_outs is not None  # an operator choosing them at launch sets them first
 
         hook = self._bellamy_store_hook()
         budget = hook.connect_timeout_s + float(self.sizing_timeout_s)
@@ -359,17 +372,8 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         if facade is not None:
             try:
                 decision = _run_with_timeout(
-                    lambda: facade.size(
-                        spec.job_type,
-                        spec.properties,
-                        scale_outs,
-                        target.target_s,
-                        confidence=spec.confidence,
-                        objective=spec.objective,
-                        price_per_node_hour=spec.price_per_node_hour,
-                        default_scale_out=spec.default_scale_out,
-                        framework=spec.framework,
-                        provenance=self._provenance(context),
+                    lambda: facade.size_spec(
+                        spec, target_s=target.target_s, provenance=self._provenance(context)
                     ),
                     budget,
                     "sizing",
@@ -387,7 +391,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         else:
             decision = self._fallback("the store could not be opened", spec, target.target_s)
         if decision.decision_id is None:
-            self._store_fallback(decision, facade, scale_outs, context, hook.connect_timeout_s + 5.0)
+            self._store_fallback(decision, facade, spec, context, hook.connect_timeout_s + 5.0)
 
         if decision.fallback_reason and decision.candidates:
             self.log.warning("Bellamy: sizing fell back: %s", decision.fallback_reason)
@@ -414,7 +418,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         self,
         decision: SizingDecision,
         facade: Any | None,
-        scale_outs: list[int],
+        spec: SizingSpec,
         context: Context,
         timeout_s: float,
     ) -> None:
@@ -428,7 +432,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
             return
         try:
             _run_with_timeout(
-                lambda: facade.record_decision(decision, scale_outs, self._provenance(context)),
+                lambda: facade.record_decision(decision, provenance=self._provenance(context), spec=spec),
                 timeout_s,
                 "storing the decision",
             )

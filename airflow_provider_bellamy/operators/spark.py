@@ -38,7 +38,6 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
-from airflow_provider_bellamy.spec import parse_properties
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -462,7 +461,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             "deploy_mode": "cluster",
             "job_type": self.job_type,
             "scale_out": scale_out,
-            "properties": parse_properties(self.properties),
+            "properties": self.sizing_spec().properties,
             "decision_id": decision["decision_id"],
             "started_at": started_at.isoformat(),
         }
@@ -499,7 +498,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 scale_out=observed.scale_out,
                 runtime_s=max(observed.runtime_s, 1e-3),
                 status=status,
-                properties=parse_properties(self.properties),
+                properties=self.sizing_spec().properties,
                 started_at=started_at,
                 ended_at=ended_at,
                 external_id=app_id,

@@ -162,3 +162,60 @@ def test_spark_operator_local_and_standalone_real_runs(
     failed = bellamy_store.list_runs("broken", limit=None)
     assert sorted((r["try_number"], r["status"]) for r in failed) == [(1, "failed"), (2, "failed")]
     assert all(r["scale_out"] == 1 and r["runtime_s"] > 0 for r in failed)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_launch_parses_its_sizing_arguments_once_and_records_with_them(
+    airflow_db: str, bellamy_store: Any, spark_local_conn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One parse per launch: the spec the operator parses after rendering is what the façade sizes
+    (no second parse) and what the write-back records the properties of (no re-parse either)."""
+    from airflow.sdk import DAG
+
+    from airflow_provider_bellamy import callbacks
+    from airflow_provider_bellamy.spec import SizingSpec
+
+    _seed(bellamy_store)
+    specs: list[SizingSpec] = []
+    recorded: list[Any] = []
+    real_parse = SizingSpec.parse.__func__  # type: ignore[attr-defined]
+    real_write_back = callbacks.write_back
+
+    def parse(cls: type[SizingSpec], *args: Any, **kwargs: Any) -> SizingSpec:
+        spec = real_parse(cls, *args, **kwargs)
+        if not kwargs.get("defer_templates"):  # the DAG file's own check keeps templates
+            specs.append(spec)
+        return spec
+
+    def write_back(*args: Any, **kwargs: Any) -> Any:
+        recorded.append(kwargs["properties"])
+        return real_write_back(*args, **kwargs)
+
+    monkeypatch.setattr(SizingSpec, "parse", classmethod(parse))
+    monkeypatch.setattr(callbacks, "write_back", write_back)
+    with DAG(
+        "test_bellamy_one_parse",
+        schedule=None,
+        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+        params={"lines": CONTEXT["lines"]},
+    ) as dag:
+        BellamySparkSubmitOperator(
+            task_id="grep",
+            conn_id=spark_local_conn,
+            job_type="grep",
+            properties={**CONTEXT, "lines": "{{ params.lines }}"},  # rendered as text, once
+            scale_outs=[1, 2],
+            target=120,
+            application=str(spark_job("grep")),
+            application_args=["--lines", "20000", "--partitions", "2"],
+        )
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"grep": "success"}
+    assert len(specs) == 1, specs  # the launch's parse; the façade did not parse again
+    assert specs[0].properties == {**CONTEXT, "lines": str(CONTEXT["lines"])}
+    assert len(recorded) == 1 and recorded[0] is specs[0].properties  # the write-back's, not a re-parse
+    run = bellamy_store.list_runs("grep", source="observed", limit=None)
+    assert (
+        len(run) == 1 and run[0]["decision_id"] == xcom_value(dr, "grep", "bellamy_decision")["decision_id"]
+    )
