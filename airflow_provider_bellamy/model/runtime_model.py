@@ -630,8 +630,8 @@ class RuntimeModel:
         bounds = []
         for meta in sources:
             # outside a trained range the error grows with the distance (numeric tables hold
-            # residuals divided by their held-out contexts' 1 + decades beyond it)
-            scale = 1.0 + ext.decades if outside and meta.get("distance_scaled", True) else 1.0
+            # residuals divided by their held-out contexts' distance_scale)
+            scale = ext.distance_scale if outside and meta.get("distance_scaled", True) else 1.0
             bounds.append(
                 self._quantiles(meta, k, honoured, ns, environment, observed, tuned, scale, outside)
             )
@@ -684,6 +684,7 @@ class RuntimeModel:
                     "noise_sd": self.metadata.get("noise_sd", 0.05),
                     # (a numeric extrapolation no numeric table answers grows with its distance too)
                     "distance_scaled": kind == "numeric" or "numeric" not in kinds,
+                    "groups": sum(1 for held, _ in tables.get("held_out", []) if held == kind) or None,
                 }
                 for kind in kinds
             ]
@@ -720,7 +721,7 @@ class RuntimeModel:
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
         lies outside the training data (its check counts at every scale-out)."""
         lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
-        if distance_scale > 1.0:
+        if outside:
             lo_q, hi_q = widened(lo_q, hi_q, distance_scale)
         if tuned and self.check_count >= MIN_CHECKS:
             # The tables give the error scale of a typical training context (the uncalibrated
@@ -1056,9 +1057,9 @@ def _extrapolation_calibration(
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
         domain = training_domain(rest)
-        decades = [signals(domain, contexts[i]).decades for i in fold]
+        distances = [signals(domain, contexts[i]).distance_scale for i in fold]
         # (a sign the member never saw has no distance: its residual enters unscaled)
-        scales.append(np.array([1.0 + d if math.isfinite(d) else 1.0 for d in decades]))
+        scales.append(np.array([d if math.isfinite(d) else 1.0 for d in distances]))
         if not schema.unknown_as_absent:
             continue
         member = FeatureSchema.from_contexts([str(c["job_type"]) for c in rest], rest)
