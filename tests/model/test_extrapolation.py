@@ -153,7 +153,7 @@ def test_a_held_out_machine_type_gets_a_calibrated_wider_band_that_covers(sort: 
 def test_a_held_out_machine_type_is_covered_on_both_sides(sort: SortCase) -> None:
     """A 90 % band holds its level on each side. The machine types a calibration held out were
     off in one direction; the held-out r4.2xlarge is off in the other (its runs lay below a lower
-    bound the tables put near the prediction: d56815e, 7 % of them above it)."""
+    bound the tables put near the prediction: d56815e, 5 % of them above it)."""
     model, test = sort.model, sort.test
     above, under = [], []
     for _, runs in test.groupby("context_id"):
