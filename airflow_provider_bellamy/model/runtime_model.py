@@ -609,7 +609,7 @@ class RuntimeModel:
         scale-out a tuned context was observed at, the band spans both the network's curve and
         the blended one. A context outside the training data (``extrapolation``) takes the tables
         measured on contexts held out the same way (a value never seen, a number beyond the
-        range), their bounds multiplied by 1 + its distance beyond the range in decades. A
+        range), symmetric about the prediction and multiplied by its ``distance_scale``. A
         confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
         """
         requested = validate_confidence(confidence)
@@ -717,7 +717,7 @@ class RuntimeModel:
         outside: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper log offsets of the band from ``metadata``'s tables, widened on both
-        sides by ``distance_scale`` (≥ 1: 1 + the context's decades beyond the trained ranges)
+        sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
         lies outside the training data (its check counts at every scale-out)."""
         lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
@@ -1027,8 +1027,8 @@ def _extrapolation_calibration(
     each hold out a whole group of contexts (a machine type, an environment, the ends of a
     numeric range; ``extrapolation.held_out_folds``), calibrated per kind of group with the
     model's own fine-tuning settings (so the tables measure what the model will do). Each
-    out-of-fold context's residuals are divided by 1 + its distance beyond its member's training
-    range in decades (normalised scores: a band multiplies them back by its own context's). The
+    out-of-fold context's residuals are divided by its ``Extrapolation.distance_scale`` beyond its
+    member's training ranges (normalised scores: a band multiplies them back by its own context's). The
     ensemble is dropped; the tables stay, under ``extrapolation``.
 
     The first ensemble's folds hold out contexts whose machine type and input sizes other folds
