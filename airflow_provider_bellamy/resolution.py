@@ -239,7 +239,9 @@ def finite_band(store: Store, req: Request, resolved: Resolved) -> tuple[Predict
         return None, resolved
     prediction = band(req, resolved)
     values = [*prediction.mean_s, *prediction.lower_s, *prediction.upper_s]
-    if all(math.isfinite(v) for v in values):
+    # (an upper bound of +inf around a finite prediction is a band unbounded above: a context
+    # too far outside the training data for any bound; sizing takes the largest size and says why)
+    if all(math.isfinite(v) or v == math.inf for v in values) and all(map(math.isfinite, prediction.mean_s)):
         return prediction, resolved
     bad = sorted(
         {

@@ -78,10 +78,16 @@ def decide(
     if not feasible:
         chosen = fastest
         shortfall = fastest.upper_s - target if target is not None else None
-        reason = (
-            f"no candidate meets the target {target:.0f} s at {q} confidence; "
-            f"fastest is {chosen.scale_out} (upper {chosen.upper_s:.0f} s, {shortfall:.0f} s short)"
-        )
+        if math.isinf(chosen.upper_s):
+            reason = (
+                f"no candidate meets the target {target:.0f} s at {q} confidence: the band has no upper "
+                f"bound (the context lies too far outside the training data); the largest, {chosen.scale_out}"
+            )
+        else:
+            reason = (
+                f"no candidate meets the target {target:.0f} s at {q} confidence; "
+                f"fastest is {chosen.scale_out} (upper {chosen.upper_s:.0f} s, {shortfall:.0f} s short)"
+            )
     elif objective == "fastest":
         chosen = fastest
         reason = f"fastest candidate: {chosen.scale_out} (upper {chosen.upper_s:.0f} s at {q})"

@@ -88,6 +88,21 @@ def test_predict_and_size_say_where_the_model_extrapolates_and_cap_the_confidenc
     assert main(["--store-url", trained_store, "predict", "grep", *far, "--scale-outs", "2,6,12"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "extrapolating: data_size_mb 1e+308 is" in out and "above the largest trained" in out
+    # so far out that the band has no upper bound: sizing takes the largest size and says why
+    far_size = [
+        "--store-url",
+        trained_store,
+        "size",
+        "grep",
+        *far,
+        "--scale-outs",
+        "2,6,12",
+        "--target",
+        "600",
+    ]
+    assert main(far_size) == 3  # infeasible: no bound meets any target
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the band has no upper bound" in out and "the largest, 12" in out, out
     main(
         [
             "--store-url",

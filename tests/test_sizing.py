@@ -151,6 +151,7 @@ def test_an_unbounded_band_everywhere_chooses_the_largest() -> None:
     pred = Prediction("grep", [2, 4, 8], [10.0, 6.0, 5.0], [1.0, 1.0, 1.0], [inf, inf, inf], 0.9)
     d = decide(pred, target_s=60)
     assert not d.feasible and d.chosen_scale_out == 8
+    assert "the band has no upper bound" in d.reason and "the largest, 8" in d.reason
 
 
 def test_a_default_decision_is_not_feasible_nothing_checked_it() -> None:

@@ -433,10 +433,13 @@ def residual_quantiles(
     scale_outs: np.ndarray,
     environment: str | None = None,
     observed: Sequence[int] = (),
+    groups: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points at the
-    ``observed`` scale-outs (a context of ``environment``)."""
+    ``observed`` scale-outs (a context of ``environment``). ``groups``: the tables hold the
+    residuals of this many groups held out whole (``metadata["groups"]`` where not given)."""
     cal = metadata.get("calibration") or {}
+    groups = groups if groups is not None else metadata.get("groups")
     tables, counts = _tables(metadata, k, environment)
     if not tables:
         sd = gaussian_sd(metadata)
@@ -448,6 +451,10 @@ def residual_quantiles(
         # clipped to the table's range. (Counting contexts instead, ~20 per job type, turned a
         # 90 % band into a 95 % one: measured 95.5 % coverage on C3O's held-out runs.)
         n = max(int(counts.get(bucket, cal.get("n", 1))), 1)
+        if groups and k == 0:
+            # untuned, the residuals of one held-out group share its shift: they count as one
+            # (group-conformal); a context's own runs re-fit its level, what is left varies per run
+            n = min(n, groups)
         level = min(1.0, math.ceil((n + 1) * confidence) / n)
         bounds[bucket] = (
             float(np.interp(1.0 - level, QUANTILE_GRID, t)),
@@ -466,24 +473,24 @@ def residual_quantiles(
     return lo, hi
 
 
-def widened(lo: np.ndarray, hi: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """A band's log offsets (lower, upper) grown by ``scale`` ≥ 1 on both sides, never shifted.
+def widened(lo: np.ndarray, hi: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """A band's log offsets (lower, upper) for a context outside the training data: symmetric
+    about the prediction, each side as far out as the farther of the two, times ``scale`` ≥ 1
+    (the distance widening; normalised conformal scores multiplied back).
 
-    An offset on its own side of the prediction (lower ≤ 0, upper ≥ 0) is multiplied by the
-    scale, as normalised conformal scores are multiplied back. An offset on the other side (a
-    table whose residuals all lie on one side: the model was biased on the contexts it was
-    measured on) would move away from the prediction if multiplied; out of distribution the bias'
-    direction need not carry over, so that side grows by as much as the other side's magnitude
-    grows, through the prediction. The result always contains the band it was given."""
+    The out-of-distribution tables hold residuals of a few groups held out whole (two or three
+    machine types, the two ends of a range); each group's residuals share a shift, so a table's
+    asymmetry is the direction those few groups happened to be off in. A new group's direction is
+    not theirs (C3O sort, one machine type held out, the others' tables: the new one's runs lay
+    below a lower bound that the tables put near the prediction, 32 % inside a 90 % band): only
+    the size of the error carries over, on both sides. The result always contains the band it
+    was given."""
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-    grow = scale - 1.0
-    lo_size = np.where(lo <= 0, -lo, np.abs(hi))
-    hi_size = np.where(hi >= 0, hi, np.abs(lo))
+    size = np.maximum(np.maximum(-lo, hi), 0.0)
     with np.errstate(invalid="ignore", over="ignore"):
         # (an infinite scale of a zero offset: no growth rather than NaN)
-        lower = lo - np.where(lo_size > 0, grow * lo_size, 0.0)
-        upper = hi + np.where(hi_size > 0, grow * hi_size, 0.0)
-    return lower, upper
+        grown = np.where(size > 0, size * scale, 0.0)
+    return -grown, grown
 
 
 def max_confidence(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:

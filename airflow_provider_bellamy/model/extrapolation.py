@@ -27,6 +27,11 @@ MAX_VOCABULARY = 200
 # Beyond this factor outside its trained range a number's prediction is a guess, and the sentence
 # says so in words.
 FAR_FACTOR = 1000.0
+# The distance beyond a trained range is counted in widths of that range (log10 units): 3 decades
+# beyond a range 0.3 decades wide is a far larger extrapolation than 3 decades beyond one 3 decades
+# wide. A range narrower than a factor of 2 (one value: width 0) counts as that wide, so a number
+# beyond a property that barely varied still has a finite distance (its band can learn from runs).
+MIN_SPAN_DECADES = math.log10(2.0)
 # Properties that are not features of the context's distribution (the job type has its own
 # calibration, see runtime_model.UNSEEN_JOB), and the derived ratios, which restate numbers the
 # context gives: its signals name those numbers.
@@ -69,10 +74,16 @@ class OutOfRange:
     side: str  # "below" | "above"
     bound: float
     factor: float  # ≥ 1 (see _factor_beyond)
+    span: float = 0.0  # the trained range's width in log10 units (see _span)
 
     @property
     def decades(self) -> float:
         return math.log10(self.factor) if math.isfinite(self.factor) else math.inf
+
+    @property
+    def widths(self) -> float:
+        """The distance beyond the range in widths of the range (``MIN_SPAN_DECADES`` at least)."""
+        return self.decades / max(self.span, MIN_SPAN_DECADES)
 
     def describe(self) -> str:
         edge = "smallest" if self.side == "below" else "largest"
@@ -110,6 +121,14 @@ class Extrapolation:
     def decades(self) -> float:
         """The farthest a number lies outside its trained range, in log10 units (0 if none)."""
         return max((o.decades for o in self.out_of_range), default=0.0)
+
+    @property
+    def distance_scale(self) -> float:
+        """What a numeric extrapolation's band offsets are multiplied by, and what the numeric
+        calibration divided its held-out contexts' residuals by (one function for both):
+        1 + the farthest distance beyond a trained range, in widths of that range (≥ 1; inf
+        where a number is infinitely far)."""
+        return 1.0 + max((o.widths for o in self.out_of_range), default=0.0)
 
     def sentence(self) -> str:
         """One plain sentence, e.g. ``machine_type 'x' never seen; data_size_mb 24 is 40× below
@@ -185,9 +204,13 @@ def signals(domain: Mapping[str, Any] | None, context: Mapping[str, str | float]
         low, high = float(spec["min"]), float(spec["max"])
         v = float(value)
         if v < low:
-            out.append(OutOfRange(name, v, "below", low, _factor_beyond(v, low, high - low)))
+            out.append(
+                OutOfRange(name, v, "below", low, _factor_beyond(v, low, high - low), _span(low, high))
+            )
         elif v > high:
-            out.append(OutOfRange(name, v, "above", high, _factor_beyond(v, high, high - low)))
+            out.append(
+                OutOfRange(name, v, "above", high, _factor_beyond(v, high, high - low), _span(low, high))
+            )
     missing = () if job_unseen else tuple(p for p in own.get("always", []) if p not in context)
     environments: tuple[str, ...] = ()
     env = context.get("environment")
@@ -262,6 +285,14 @@ def _factor_beyond(value: float, bound: float, span: float) -> float:
         return ratio if ratio >= 1 else 1 / ratio
     scale = abs(bound) or span or 1.0
     return 1.0 + abs(value - bound) / scale
+
+
+def _span(low: float, high: float) -> float:
+    """A trained range's width in the units of ``_factor_beyond``'s log10: the decades between
+    its ends where both are positive, else log10 of 1 + the width over the larger end's size."""
+    if low > 0:
+        return math.log10(high / low)
+    return math.log10(1.0 + (high - low) / (max(abs(low), abs(high)) or 1.0))
 
 
 def _number(value: float) -> str:

@@ -609,7 +609,7 @@ class RuntimeModel:
         scale-out a tuned context was observed at, the band spans both the network's curve and
         the blended one. A context outside the training data (``extrapolation``) takes the tables
         measured on contexts held out the same way (a value never seen, a number beyond the
-        range), their bounds multiplied by 1 + its distance beyond the range in decades. A
+        range), symmetric about the prediction and multiplied by its ``distance_scale``. A
         confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
         """
         requested = validate_confidence(confidence)
@@ -630,8 +630,8 @@ class RuntimeModel:
         bounds = []
         for meta in sources:
             # outside a trained range the error grows with the distance (numeric tables hold
-            # residuals divided by their held-out contexts' 1 + decades beyond it)
-            scale = 1.0 + ext.decades if outside and meta.get("distance_scaled", True) else 1.0
+            # residuals divided by their held-out contexts' distance_scale)
+            scale = ext.distance_scale if outside and meta.get("distance_scaled", True) else 1.0
             bounds.append(
                 self._quantiles(meta, k, honoured, ns, environment, observed, tuned, scale, outside)
             )
@@ -684,6 +684,7 @@ class RuntimeModel:
                     "noise_sd": self.metadata.get("noise_sd", 0.05),
                     # (a numeric extrapolation no numeric table answers grows with its distance too)
                     "distance_scaled": kind == "numeric" or "numeric" not in kinds,
+                    "groups": sum(1 for held, _ in tables.get("held_out", []) if held == kind) or None,
                 }
                 for kind in kinds
             ]
@@ -716,11 +717,11 @@ class RuntimeModel:
         outside: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper log offsets of the band from ``metadata``'s tables, widened on both
-        sides by ``distance_scale`` (≥ 1: 1 + the context's decades beyond the trained ranges)
+        sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
         lies outside the training data (its check counts at every scale-out)."""
         lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
-        if distance_scale > 1.0:
+        if outside:
             lo_q, hi_q = widened(lo_q, hi_q, distance_scale)
         if tuned and self.check_count >= MIN_CHECKS:
             # The tables give the error scale of a typical training context (the uncalibrated
@@ -1026,8 +1027,8 @@ def _extrapolation_calibration(
     each hold out a whole group of contexts (a machine type, an environment, the ends of a
     numeric range; ``extrapolation.held_out_folds``), calibrated per kind of group with the
     model's own fine-tuning settings (so the tables measure what the model will do). Each
-    out-of-fold context's residuals are divided by 1 + its distance beyond its member's training
-    range in decades (normalised scores: a band multiplies them back by its own context's). The
+    out-of-fold context's residuals are divided by its ``Extrapolation.distance_scale`` beyond its
+    member's training ranges (normalised scores: a band multiplies them back by its own context's). The
     ensemble is dropped; the tables stay, under ``extrapolation``.
 
     The first ensemble's folds hold out contexts whose machine type and input sizes other folds
@@ -1056,9 +1057,9 @@ def _extrapolation_calibration(
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
         domain = training_domain(rest)
-        decades = [signals(domain, contexts[i]).decades for i in fold]
+        distances = [signals(domain, contexts[i]).distance_scale for i in fold]
         # (a sign the member never saw has no distance: its residual enters unscaled)
-        scales.append(np.array([1.0 + d if math.isfinite(d) else 1.0 for d in decades]))
+        scales.append(np.array([d if math.isfinite(d) else 1.0 for d in distances]))
         if not schema.unknown_as_absent:
             continue
         member = FeatureSchema.from_contexts([str(c["job_type"]) for c in rest], rest)
