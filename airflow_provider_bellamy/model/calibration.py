@@ -20,11 +20,10 @@ import numpy as np
 
 from airflow_provider_bellamy.model.finetuning import (
     OTHER_ENVIRONMENT_PRIOR,
-    blend_log_runtime,
     empirical_prior_covariance,
     fit_context,
     fit_delta,
-    residual_correction,
+    tuned_log_runtime,
 )
 from airflow_provider_bellamy.model.inference import log_runtime
 
@@ -182,26 +181,20 @@ def calibrate(
             for i, t in enumerate(tests):
                 if len(t) == 0:
                     continue
-                pred = blend_log_runtime(log_runtime(hh[i], basis[t]), theta[i], share[i], scale_out[t])
                 p = picks[i]
-                at_picks = log_y[p] - blend_log_runtime(
-                    log_runtime(hh[i], basis[p]), theta[i], share[i], scale_out[p]
-                )
+                at_picks = tuned_log_runtime(
+                    log_runtime(hh[i], basis[p]), scale_out[p], theta[i], share[i], actual=log_y[p]
+                )[0]
                 out.append(
-                    np.stack(
-                        [
-                            log_y[t]
-                            - pred
-                            - residual_correction(
-                                scale_out[p],
-                                at_picks,
-                                scale_out[t],
-                                amplitude=amplitude * lik_sd,
-                                length=length,
-                                noise_sd=lik_sd,
-                            )
-                            for amplitude, length in corrections
-                        ]
+                    tuned_log_runtime(
+                        log_runtime(hh[i], basis[t]),
+                        scale_out[t],
+                        theta[i],
+                        share[i],
+                        runs=(scale_out[p], at_picks),
+                        corrections=[(amplitude * lik_sd, length) for amplitude, length in corrections],
+                        noise_sd=lik_sd,
+                        actual=log_y[t],
                     )
                 )
                 at.append(scale_out[t])

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -120,6 +121,6 @@ def test_a_model_file_with_malformed_run_residuals_is_refused_by_name(
     tuned = grep_model.finetune(ctx_runs.iloc[:3])
     for bad in ([(0.0, 0.1)], [(4.0, float("nan"))], [(4.0,)]):
         broken = copy.copy(tuned)
-        broken.run_residuals = tuple(bad)
+        broken.tuned = replace(broken.tuned, run_residuals=tuple(bad))  # type: ignore[arg-type]
         with pytest.raises(ModelFileError, match="inconsistent"):
             RuntimeModel.from_bytes(broken.to_bytes(), source="broken.safetensors")
