@@ -28,9 +28,8 @@ RESCALE_PRIOR_SD = 1.0
 # Prior probability that a context comes from an environment the training data never showed.
 OTHER_ENVIRONMENT_PRIOR = 0.02
 # ... and for a context with a property value the model never saw (a machine type, an environment):
-# it does come from elsewhere, and its runs' level says by how much. The learned prior only knows
-# how training contexts differ among themselves (C3O, a machine type held out: one run at 6 nodes
-# left the tuned curve 1.17-1.31× above that very run under 0.02).
+# it does come from elsewhere, and its runs' level says by how much; the learned prior only knows
+# how training contexts differ among themselves (measurement: docs/model.md, "Behind the constants").
 UNSEEN_VALUE_PRIOR = 0.5
 
 

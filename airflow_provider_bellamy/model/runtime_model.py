@@ -1033,8 +1033,8 @@ def _unseen_job_calibration(
     model answers with its own members, which saw every job type but the new one.
 
     The first ensemble's folds hold out contexts, whose job type the other folds still show; a
-    job type that no fold showed is harder (C3O, kmeans held out whole: 67 % of targets met where
-    90 % was asked), and only members that never saw a job type measure by how much.
+    job type that no fold showed is harder (docs/model.md, "Behind the constants"), and only
+    members that never saw a job type measure by how much.
     """
     from dataclasses import replace
 
@@ -1087,8 +1087,8 @@ def _extrapolation_calibration(
     ensemble is dropped; the tables stay, under ``extrapolation``.
 
     The first ensemble's folds hold out contexts whose machine type and input sizes other folds
-    still show: those tables are too narrow for a context from elsewhere (C3O, each machine type
-    held out whole: 82 % of runs under the 90 % bound, grep 47 %).
+    still show: those tables are too narrow for a context from elsewhere (docs/model.md, "Behind
+    the constants").
     """
     from dataclasses import replace
 
