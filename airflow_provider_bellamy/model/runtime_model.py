@@ -270,7 +270,7 @@ class RuntimeModel:
 
     @property
     def _steep_floor(self) -> float:
-        return float(self.metadata.get("min_scale_out", 1))
+        return float(self.metadata["min_scale_out"])
 
     @property
     def is_finetuned(self) -> bool:
@@ -553,10 +553,10 @@ class RuntimeModel:
     ) -> NearestCurve | None:
         """For a context with a value the model reads as unknown: the curve of the training
         contexts of its job nearest to it in the properties it gives, rescaled to its runs (None:
-        a context the model knows, a model without stored curves, no such contexts)."""
-        curves = self.metadata.get("curves")
-        if not curves or not self.schema.unknown_properties(ctx):
+        a context the model knows, no such contexts)."""
+        if not self.schema.unknown_properties(ctx):
             return None
+        curves = self.metadata["curves"]
         names = [
             p
             for p in self.schema.properties
@@ -577,12 +577,12 @@ class RuntimeModel:
     @property
     def _likelihood_sd(self) -> float:
         """Fine-tuning's likelihood width (calibrated; the residual correction's noise too)."""
-        return float(self.metadata.get("likelihood_sd", 0.05))
+        return float(self.metadata["likelihood_sd"])
 
     @property
     def _correction(self) -> tuple[float, float] | None:
         """The residual correction's (amplitude, length); None where calibration chose none (or
-        calibrated before it existed)."""
+        had no out-of-fold data to choose from)."""
         setting = self.metadata.get("residual_correction") or {}
         if not setting or float(setting["amplitude"]) <= 0:
             return None
