@@ -312,7 +312,9 @@ class RuntimeModel:
         return (self.metadata.get(UNSEEN_JOB) or {}).get("validation_mre")
 
     def _copy(self, tuned: TunedContext | None = None) -> RuntimeModel:
-        return RuntimeModel(self.params, self.architecture, self.schema, self.metadata, tuned)
+        copy = RuntimeModel(self.params, self.architecture, self.schema, self.metadata, tuned)
+        copy._h_cache = self._h_cache  # the same network: the same head output per context
+        return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
         """This model, or for a job type it never saw (where pre-training calibrated for one) the
@@ -1036,8 +1038,6 @@ def _unseen_job_calibration(
     job type that no fold showed is harder (docs/model.md, "Behind the constants"), and only
     members that never saw a job type measure by how much.
     """
-    from dataclasses import replace
-
     from airflow_provider_bellamy.model.training import job_folds, train_ensemble
 
     names = [str(j) for j in jobs]
@@ -1090,8 +1090,6 @@ def _extrapolation_calibration(
     still show: those tables are too narrow for a context from elsewhere (docs/model.md, "Behind
     the constants").
     """
-    from dataclasses import replace
-
     from airflow_provider_bellamy.model.training import train_ensemble
 
     folds = [fold for _, fold in held_out]
