@@ -242,10 +242,10 @@ def tuned_log_runtime(
     ``runs`` (their scale-outs, and their log residuals from the uncorrected curve) for each
     (amplitude, length) of ``corrections``: one row per correction, one row without any.
 
-    With ``actual`` (log runtimes at ``scale_outs``): what they lie above that curve. Prediction,
-    calibration and fine-tuning's check all go through here, so the tables measure the curve that
-    predicts (the subtraction comes first so that the residuals equal, to the bit, those the
-    calibration tables of earlier versions were measured with)."""
+    With ``actual`` (log runtimes at ``scale_outs``): what they lie above that curve, computed as
+    actual - blend - correction in that order (floating point: the same residuals, bit for bit, as
+    the tables were always measured with). Prediction, calibration and fine-tuning's check all go
+    through here, so the tables measure the curve that predicts."""
     blended = blend_log_runtime(network, theta, share, scale_outs)
     base = blended if actual is None else actual - blended
     if not corrections or runs is None:
