@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_bellamy.exceptions import InvalidInputError, UnknownJobTypeError
+from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.model_cache import cache_put, load_version, version_key
 from airflow_provider_bellamy.records import ALL_JOB_TYPES, runs_frame, validate_int, validate_label
 from airflow_provider_bellamy.store import ModelRepository, ModelVersion, Run, RunRepository
@@ -126,6 +126,15 @@ def train(
     ]
 
 
+def _unreadable(store: Store, mv: ModelVersion, repo: ModelRepository | None = None) -> str | None:
+    """Why this version of the provider cannot read ``mv``'s weights (None: it can)."""
+    try:
+        load_version(store, mv, repo)
+    except ModelFileError as exc:
+        return str(exc).splitlines()[0][:200]
+    return None
+
+
 def train_one(
     store: Store,
     job_type: str,
@@ -145,13 +154,16 @@ def train_one(
     with store.read("loading training runs") as session:
         run_repo = RunRepository(session)
         total, newest = run_repo.training_summary(selected)
-        active = ModelRepository(session).active(job_type)
-        latest = ModelRepository(session).latest(job_type)
+        models = ModelRepository(session)
+        active = models.active(job_type)
+        latest = models.latest(job_type)
         if (
             latest is not None
             and not force
             and latest.metrics.get("data_newest_run_id") == newest
             and latest.metrics.get("data_rows") == total
+            # a model this version cannot read (an older model format) is retrained on the same runs
+            and _unreadable(store, latest, models) is None
         ):
             runs: list[Run] = []
         else:
@@ -194,9 +206,13 @@ def train_one(
         "job_types": list(model.job_types),
         "seed": seed,
     }
+    unreadable = None if active is None else _unreadable(store, active)
     promote = True
     if active is None:
         reason = "first model of this job type"
+    elif unreadable is not None:
+        # (written by an older version, say): nothing to compare with, and launches fall back
+        reason = f"active {active.label} cannot be read ({unreadable}): replaced"
     elif not held:
         promote = False
         reason = f"no runs unseen by the active {active.label} to compare on; kept as candidate"
@@ -204,7 +220,7 @@ def train_one(
         reason = ""
     if held:
         metrics["holdout_mre"], covered = mre(model, held)
-        if active is not None:
+        if active is not None and unreadable is None:
             active_model = load_version(store, active)
             metrics["active_holdout_mre"], active_covered = mre(active_model, held)
             both = covered & active_covered

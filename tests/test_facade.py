@@ -232,6 +232,39 @@ def test_unreadable_active_model_falls_back_and_says_why(
     assert decision.model_version is None and decision.decision_id is not None
 
 
+def test_a_model_of_an_older_format_falls_back_until_retrained(
+    trained: Bellamy, contexts: list[pd.DataFrame]
+) -> None:
+    """A stored model written by an earlier version (another model format): a launch falls back and
+    says to retrain; `bellamy train` replaces it though no run changed, and launches use the new one."""
+    import json
+
+    from safetensors.numpy import load, save
+
+    from airflow_provider_bellamy.store import ModelRepository
+
+    data = trained.load_model(job_type="sort").to_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(json.loads(data[8 : 8 + size])["__metadata__"]["bellamy"])
+    header["format"] = "bellamy-runtime-model/3"
+    older = save(load(data), metadata={"bellamy": json.dumps(header)})
+    trained.store.write(
+        lambda s: ModelRepository(s).add(job_type="sort", scope="general", weights=older, status="active")
+    )
+    facade.clear_model_cache()
+    ctx = _context_of(contexts[0])
+    decision = trained.size("sort", ctx, [2, 4, 8, 12], 300.0)
+    assert "active model sort/v2 cannot be read" in decision.fallback_reason
+    assert "bellamy-runtime-model/3" in decision.fallback_reason and "retrain" in decision.fallback_reason
+    assert decision.model_version is None
+
+    (report,) = trained.train("sort", config=TrainingConfig(**SMALL))
+    assert report.promoted and report.version == 3
+    assert "active sort/v2 cannot be read" in report.reason and "replaced" in report.reason
+    again = trained.size("sort", ctx, [2, 4, 8, 12], 300.0)
+    assert again.fallback_reason is None and again.model_version.endswith("(from sort/v3)")
+
+
 def test_a_model_predicting_nan_falls_back_and_says_why(
     trained: Bellamy, contexts: list[pd.DataFrame]
 ) -> None:

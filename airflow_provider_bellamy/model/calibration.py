@@ -20,11 +20,10 @@ import numpy as np
 
 from airflow_provider_bellamy.model.finetuning import (
     OTHER_ENVIRONMENT_PRIOR,
-    blend_log_runtime,
     empirical_prior_covariance,
     fit_context,
     fit_delta,
-    residual_correction,
+    tuned_log_runtime,
 )
 from airflow_provider_bellamy.model.inference import log_runtime
 
@@ -37,12 +36,11 @@ DEFAULT_PRIOR_SD = 0.2
 SMALLEST_SCALE_OUT_FACTOR = 1.5
 MIN_BUCKET_RESIDUALS = 20
 # A scale-out within this factor of one the context was tuned on is predicted from its own runs
-# close by; farther out the prediction rests on the curve's shape. Their errors differ (Bell's yarn
-# contexts tuned on one run: 90 % upper quantile 1.29 × near, 1.84 × far), so each gets its own
-# tables ("near", "far"; "others" holds both). Farther out the error keeps growing with the distance
-# (the pooled 1-run table of the model with Bell's pagerank held out, 90 % upper quantile: 1.07 × at
-# 1.5-3 × away, 1.13 × at 3-5 ×, 1.30 × beyond): the far table holds residuals divided by their log
-# distance in units of log NEAR_FACTOR, and a band multiplies them back (normalised conformal scores).
+# close by; farther out the prediction rests on the curve's shape. Their errors differ, so each gets
+# its own tables ("near", "far"; "others" holds both). Farther out the error keeps growing with the
+# distance (docs/model.md, "Behind the constants"): the far table holds residuals divided by their
+# log distance in units of log NEAR_FACTOR, and a band multiplies them back (normalised conformal
+# scores).
 NEAR_FACTOR = 1.5
 # An environment (the ``environment`` property: a cluster, a cloud service) gets its own tables
 # once this many of its contexts were predicted out of fold: fewer describe single jobs.
@@ -182,26 +180,20 @@ def calibrate(
             for i, t in enumerate(tests):
                 if len(t) == 0:
                     continue
-                pred = blend_log_runtime(log_runtime(hh[i], basis[t]), theta[i], share[i], scale_out[t])
                 p = picks[i]
-                at_picks = log_y[p] - blend_log_runtime(
-                    log_runtime(hh[i], basis[p]), theta[i], share[i], scale_out[p]
-                )
+                at_picks = tuned_log_runtime(
+                    log_runtime(hh[i], basis[p]), scale_out[p], theta[i], share[i], actual=log_y[p]
+                )[0]
                 out.append(
-                    np.stack(
-                        [
-                            log_y[t]
-                            - pred
-                            - residual_correction(
-                                scale_out[p],
-                                at_picks,
-                                scale_out[t],
-                                amplitude=amplitude * lik_sd,
-                                length=length,
-                                noise_sd=lik_sd,
-                            )
-                            for amplitude, length in corrections
-                        ]
+                    tuned_log_runtime(
+                        log_runtime(hh[i], basis[t]),
+                        scale_out[t],
+                        theta[i],
+                        share[i],
+                        runs=(scale_out[p], at_picks),
+                        corrections=[(amplitude * lik_sd, length) for amplitude, length in corrections],
+                        noise_sd=lik_sd,
+                        actual=log_y[t],
                     )
                 )
                 at.append(scale_out[t])

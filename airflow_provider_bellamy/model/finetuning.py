@@ -28,9 +28,8 @@ RESCALE_PRIOR_SD = 1.0
 # Prior probability that a context comes from an environment the training data never showed.
 OTHER_ENVIRONMENT_PRIOR = 0.02
 # ... and for a context with a property value the model never saw (a machine type, an environment):
-# it does come from elsewhere, and its runs' level says by how much. The learned prior only knows
-# how training contexts differ among themselves (C3O, a machine type held out: one run at 6 nodes
-# left the tuned curve 1.17-1.31× above that very run under 0.02).
+# it does come from elsewhere, and its runs' level says by how much; the learned prior only knows
+# how training contexts differ among themselves (measurement: docs/model.md, "Behind the constants").
 UNSEEN_VALUE_PRIOR = 0.5
 
 
@@ -227,6 +226,39 @@ def residual_correction(
     return kernel(np.log(query), at) @ np.linalg.solve(gram, mean)
 
 
+def tuned_log_runtime(
+    network: np.ndarray,
+    scale_outs: np.ndarray,
+    theta: np.ndarray,
+    share: float,
+    *,
+    runs: tuple[np.ndarray, np.ndarray] | None = None,
+    corrections: Sequence[tuple[float, float]] = (),
+    noise_sd: float = 0.0,
+    actual: np.ndarray | None = None,
+) -> np.ndarray:
+    """A tuned context's curve at ``scale_outs``: the network's log runtime there (``network``)
+    blended with the context's parametric curve, plus the residual correction towards its
+    ``runs`` (their scale-outs, and their log residuals from the uncorrected curve) for each
+    (amplitude, length) of ``corrections``: one row per correction, one row without any.
+
+    With ``actual`` (log runtimes at ``scale_outs``): what they lie above that curve, computed as
+    actual - blend - correction in that order (floating point: the same residuals, bit for bit, as
+    the tables were always measured with). Prediction, calibration and fine-tuning's check all go
+    through here, so the tables measure the curve that predicts."""
+    blended = blend_log_runtime(network, theta, share, scale_outs)
+    base = blended if actual is None else actual - blended
+    if not corrections or runs is None:
+        return base[None]
+    rows = []
+    for amplitude, length in corrections:
+        correction = residual_correction(
+            runs[0], runs[1], scale_outs, amplitude=amplitude, length=length, noise_sd=noise_sd
+        )
+        rows.append(base + correction if actual is None else base - correction)
+    return np.stack(rows)
+
+
 def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """Exact non-negative least squares for a batch of tiny problems: x [B,K,P≤4], y, weight [B,K].
 
@@ -332,13 +364,12 @@ def fit_context(
                 continue
             rest = weight * ~out
             network = log_runtime((h0 + tune(rest)[0])[:, :, None, :], basis[:, None]).mean(axis=1)
-            parametric = parametric_log_runtime(
-                fit_nonnegative(x, np.exp(log_y), rest)[:, None, :], scale_outs
-            )
+            loo_theta = fit_nonnegative(x, np.exp(log_y), rest)
+            parametric = parametric_log_runtime(loo_theta[:, None, :], scale_outs)
             r_network = np.where(out, network - log_y, r_network)
             r_parametric = np.where(out, parametric - log_y, r_parametric)
             left_out |= out
-            folds.append((out, rest > 0, network, parametric))
+            folds.append((out, rest > 0, network, loo_theta))
         sq_network, sq_parametric = np.sum(r_network**2, axis=1), np.sum(r_parametric**2, axis=1)
         # A context from another environment (fine-tuning's own verdict) takes the network's
         # knowledge of shapes with it: its cliffs and overheads need not transfer, and where the
@@ -349,12 +380,16 @@ def fit_context(
         share = np.where(compared, 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50))), 0.0)
         blend = (1 - share[:, None]) * r_network + share[:, None] * r_parametric
         if correction is not None and correction[0] > 0:
-            for out, rest, network, parametric in folds:
-                fitted = (1 - share[:, None]) * network + share[:, None] * parametric
+            for out, rest, network, loo_theta in folds:
                 for i in np.flatnonzero(out.any(axis=1)):
+                    # the correction each left-out prediction gets from the residuals at the others
+                    at = scale_outs[i][rest[i]]
+                    missed = tuned_log_runtime(
+                        network[i][rest[i]], at, loo_theta[i], share[i], actual=log_y[i][rest[i]]
+                    )[0]
                     blend[i, out[i]] += residual_correction(
-                        scale_outs[i][rest[i]],
-                        (log_y[i] - fitted[i])[rest[i]],
+                        at,
+                        missed,
                         scale_outs[i][out[i]],
                         amplitude=correction[0],
                         length=correction[1],

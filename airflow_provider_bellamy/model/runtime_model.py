@@ -6,7 +6,7 @@ import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,11 +42,10 @@ from airflow_provider_bellamy.model.finetuning import (
     NEAREST_WEIGHT,
     OTHER_ENVIRONMENT_PRIOR,
     UNSEEN_VALUE_PRIOR,
-    blend_log_runtime,
     fit_context,
     nearest_curve,
     nearest_log_runtime,
-    residual_correction,
+    tuned_log_runtime,
     with_replicates,
 )
 from airflow_provider_bellamy.records import (
@@ -64,11 +63,8 @@ if TYPE_CHECKING:
 
     from airflow_provider_bellamy.model.training import EncodedRuns, TrainingConfig
 
-FORMAT = "bellamy-runtime-model/3"  # bump when tensors or header change meaning
-# Files of these formats are read too: /2 lacks the schema's known values (every value is read as
-# before, and a context must give every property its runs all had) and the training contexts'
-# curves (no nearest-curves component); it predicts as it did.
-READABLE_FORMATS = (FORMAT, "bellamy-runtime-model/2")
+# Bump when tensors or header change meaning; a file of another format is refused (retrain it).
+FORMAT = "bellamy-runtime-model/4"
 _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 # Fewer leave-one-scale-out residuals than this say nothing about a context's error (one
 # residual cannot tell a bad curve from one noisy run): the table alone decides.
@@ -133,11 +129,114 @@ class Band:
         return self.confidence < self.requested_confidence
 
 
+@dataclass(frozen=True)
+class NearestCurve:
+    """For a context with a value the model reads as unknown: the curve of the training contexts of
+    its job nearest to it in the properties it gives, rescaled to its runs (``log_n`` increasing,
+    ``log_runtime`` there), and its ``weight`` in the prediction (see finetuning.nearest_curve)."""
+
+    log_n: tuple[float, ...]
+    log_runtime: tuple[float, ...]
+    weight: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"log_n": list(self.log_n), "log_runtime": list(self.log_runtime), "weight": self.weight}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NearestCurve:
+        """Raises ValueError/KeyError/TypeError on a malformed curve."""
+        curve = cls(
+            tuple(float(v) for v in data["log_n"]),
+            tuple(float(v) for v in data["log_runtime"]),
+            float(data["weight"]),
+        )
+        if not (
+            len(curve.log_n) == len(curve.log_runtime) >= 2
+            and np.all(np.diff(curve.log_n) > 0)
+            and np.all(np.isfinite(curve.log_runtime))
+            and 0 <= curve.weight <= 1
+        ):
+            raise ValueError(f"nearest curve {dict(data)}")
+        return curve
+
+
+@dataclass(frozen=True, eq=False)
+class TunedContext:
+    """What fine-tuning learned of one context: the network's correction, the context's parametric
+    curve and its share, its own leave-one-scale-out check of the band, its runs' residuals (the
+    residual correction's data) and, for a context the model reads values of as unknown, the
+    nearest training contexts' curve."""
+
+    context: dict[str, str | float]  # as the model normalises it (predict() must see the same)
+    delta: np.ndarray  # [M, F] correction of each member's head output
+    theta: np.ndarray  # [4] parametric (Ernest) coefficients
+    parametric_weight: float  # the parametric curve's share in log space
+    # the context's leave-one-scale-out error: its band is never narrower than it says
+    check_rms: float
+    check_count: int
+    # (scale-out, log residual of the uncorrected tuned curve) per run
+    run_residuals: tuple[tuple[float, float], ...]
+    nearest: NearestCurve | None
+
+    @property
+    def observed_scale_outs(self) -> tuple[int, ...]:
+        """The distinct scale-outs its runs were at: the band is near or far from them, and below
+        the smallest it spans both curves."""
+        return tuple(sorted({int(n) for n, _ in self.run_residuals}))
+
+    @property
+    def points(self) -> int:
+        """How many scale-outs it was tuned on: the calibration table that answers."""
+        return len(self.observed_scale_outs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The header's part (``delta`` travels as a tensor)."""
+        return {
+            "context": self.context,
+            "theta": [float(v) for v in self.theta],
+            "parametric_weight": self.parametric_weight,
+            "check_rms": self.check_rms,
+            "check_count": self.check_count,
+            "run_residuals": [list(pair) for pair in self.run_residuals],
+            "nearest": None if self.nearest is None else self.nearest.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], delta: np.ndarray) -> TunedContext:
+        """Raises ValueError/KeyError/TypeError where a value is out of its domain."""
+        theta = np.asarray(data["theta"], dtype=np.float64)
+        weight = float(data["parametric_weight"])
+        residuals = tuple((float(n), float(r)) for n, r in data["run_residuals"])
+        check_rms, check_count = float(data["check_rms"]), int(data["check_count"])
+        if not (
+            theta.shape == (4,)
+            and 0 <= weight <= 1
+            and residuals
+            and all(n > 0 and math.isfinite(r) for n, r in residuals)
+            and check_rms >= 0
+            and check_count >= 0
+            and isinstance(data["context"], dict)
+        ):
+            raise ValueError(f"tuned context {dict(data)}")
+        nearest = data["nearest"]
+        return cls(
+            context=data["context"],
+            delta=delta.astype(np.float64),
+            theta=theta,
+            parametric_weight=weight,
+            check_rms=check_rms,
+            check_count=check_count,
+            run_residuals=residuals,
+            nearest=None if nearest is None else NearestCurve.from_dict(nearest),
+        )
+
+
 class RuntimeModel:
     """A Bellamy ensemble, general or fine-tuned to one context.
 
     Holds the trained network as numpy arrays (``params``, named like the torch
-    state dict) and its shape (``architecture``); torch is needed to pre-train only.
+    state dict) and its shape (``architecture``), the training and calibration metadata, and for a
+    fine-tuned copy what fine-tuning learned (``tuned``); torch is needed to pre-train only.
     """
 
     def __init__(
@@ -146,39 +245,13 @@ class RuntimeModel:
         architecture: Mapping[str, int],
         schema: FeatureSchema,
         metadata: dict[str, Any],
-        *,
-        delta: np.ndarray | None = None,
-        tuned_context: dict[str, str | float] | None = None,
-        tuned_points: int = 0,
-        parametric_theta: np.ndarray | None = None,
-        parametric_weight: float = 0.0,
-        check_rms: float = 0.0,
-        check_count: int = 0,
-        observed_scale_outs: Sequence[int] = (),
-        run_residuals: Sequence[tuple[float, float]] = (),
-        nearest: Mapping[str, Any] | None = None,
+        tuned: TunedContext | None = None,
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
         self.schema = schema
         self.metadata = metadata
-        self.delta = delta
-        self.tuned_context = tuned_context
-        self.tuned_points = tuned_points
-        # the context's own parametric curve and its share (see finetuning.fit_context)
-        self.parametric_theta = parametric_theta
-        self.parametric_weight = float(parametric_weight)
-        # the distinct scale-outs the context's runs were at: the band is near or far from them,
-        # and below the smallest it spans both curves
-        self.observed_scale_outs = tuple(sorted({int(n) for n in observed_scale_outs}))
-        # (scale-out, log residual of the tuned curve) per run: the residual correction's data
-        self.run_residuals = tuple((float(n), float(r)) for n, r in run_residuals)
-        # the context's leave-one-scale-out error: its band is never narrower than it says
-        self.check_rms = float(check_rms)
-        self.check_count = int(check_count)
-        # a context the model reads values of as unknown: its nearest training contexts' curve,
-        # rescaled to its runs ({"log_n", "log_runtime", "weight"}; see finetuning.nearest_curve)
-        self.nearest = None if nearest is None else dict(nearest)
+        self.tuned = tuned
         self._h_cache: dict[str, np.ndarray] = {}
         self._unseen_view: RuntimeModel | None = None
 
@@ -197,11 +270,40 @@ class RuntimeModel:
 
     @property
     def _steep_floor(self) -> float:
-        return float(self.metadata.get("min_scale_out", 1))
+        return float(self.metadata["min_scale_out"])
 
     @property
     def is_finetuned(self) -> bool:
-        return self.tuned_context is not None
+        return self.tuned is not None
+
+    # what the band and callers read of the tuned context (a general model: nothing observed)
+    @property
+    def tuned_context(self) -> dict[str, str | float] | None:
+        return None if self.tuned is None else self.tuned.context
+
+    @property
+    def tuned_points(self) -> int:
+        return 0 if self.tuned is None else self.tuned.points
+
+    @property
+    def observed_scale_outs(self) -> tuple[int, ...]:
+        return () if self.tuned is None else self.tuned.observed_scale_outs
+
+    @property
+    def parametric_weight(self) -> float:
+        return 0.0 if self.tuned is None else self.tuned.parametric_weight
+
+    @property
+    def check_rms(self) -> float:
+        return 0.0 if self.tuned is None else self.tuned.check_rms
+
+    @property
+    def check_count(self) -> int:
+        return 0 if self.tuned is None else self.tuned.check_count
+
+    @property
+    def run_residuals(self) -> tuple[tuple[float, float], ...]:
+        return () if self.tuned is None else self.tuned.run_residuals
 
     @property
     def unseen_job_type_mre(self) -> dict[str, float] | None:
@@ -209,8 +311,10 @@ class RuntimeModel:
         calibrated for one)."""
         return (self.metadata.get(UNSEEN_JOB) or {}).get("validation_mre")
 
-    def _copy(self, **changes: Any) -> RuntimeModel:
-        return RuntimeModel(self.params, self.architecture, self.schema, self.metadata, **changes)
+    def _copy(self, tuned: TunedContext | None = None) -> RuntimeModel:
+        copy = RuntimeModel(self.params, self.architecture, self.schema, self.metadata, tuned)
+        copy._h_cache = self._h_cache  # the same network: the same head output per context
+        return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
         """This model, or for a job type it never saw (where pre-training calibrated for one) the
@@ -430,31 +534,31 @@ class RuntimeModel:
             # its run-to-run noise too: the tables measured the noise of other clusters (inside the
             # training data they measured contexts like it, noise included)
             check_rms, check_count = with_replicates(ns, log_y, check_rms, check_count)
-        tuned = self._copy(
+        part = TunedContext(
+            context=ctx,
             delta=fit.delta[0],
-            tuned_context=ctx,
-            tuned_points=int(frame["scale_out"].nunique()),
-            parametric_theta=fit.theta[0],
+            theta=fit.theta[0],
             parametric_weight=float(fit.parametric_weight[0]),
             check_rms=check_rms,
             check_count=check_count,
-            observed_scale_outs=[int(n) for n in ns],
+            run_residuals=(),
+            nearest=None,
         )
-        tuned.nearest = self._nearest_for(ctx, tuned, ns, log_y)
+        part = replace(part, nearest=self._nearest_for(ctx, self._copy(part), ns, log_y))
         # the residual correction's data: what the tuned curve, before any correction, misses
-        curve = tuned._log_curves(ctx, ns.astype(np.int64))[1]
-        tuned.run_residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
-        return tuned
+        curve = self._copy(part)._log_curves(ctx, ns.astype(np.int64))[1]
+        residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
+        return self._copy(replace(part, run_residuals=residuals))
 
     def _nearest_for(
         self, ctx: dict[str, str | float], tuned: RuntimeModel, ns: np.ndarray, log_y: np.ndarray
-    ) -> dict[str, Any] | None:
+    ) -> NearestCurve | None:
         """For a context with a value the model reads as unknown: the curve of the training
         contexts of its job nearest to it in the properties it gives, rescaled to its runs (None:
-        a context the model knows, a model without stored curves, no such contexts)."""
-        curves = self.metadata.get("curves")
-        if not curves or not self.schema.unknown_properties(ctx):
+        a context the model knows, no such contexts)."""
+        if not self.schema.unknown_properties(ctx):
             return None
+        curves = self.metadata["curves"]
         names = [
             p
             for p in self.schema.properties
@@ -470,21 +574,17 @@ class RuntimeModel:
         network = tuned._network_log(ctx, ns.astype(np.float64))
         ends = tuned._network_log(ctx, np.exp(log_n[[0, -1]]))
         shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
-        return {
-            "log_n": log_n.tolist(),
-            "log_runtime": (log_runtime + shift).tolist(),
-            "weight": NEAREST_WEIGHT,
-        }
+        return NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + shift).tolist()), NEAREST_WEIGHT)
 
     @property
     def _likelihood_sd(self) -> float:
         """Fine-tuning's likelihood width (calibrated; the residual correction's noise too)."""
-        return float(self.metadata.get("likelihood_sd", 0.05))
+        return float(self.metadata["likelihood_sd"])
 
     @property
     def _correction(self) -> tuple[float, float] | None:
         """The residual correction's (amplitude, length); None where calibration chose none (or
-        calibrated before it existed)."""
+        had no out-of-fold data to choose from)."""
         setting = self.metadata.get("residual_correction") or {}
         if not setting or float(setting["amplitude"]) <= 0:
             return None
@@ -542,44 +642,46 @@ class RuntimeModel:
             self._h_cache[key] = cached
         return cached
 
+    def _tuned_for(self, ctx: dict[str, str | float]) -> TunedContext | None:
+        return self.tuned if self.tuned is not None and ctx == self.tuned.context else None
+
     def _is_tuned_for(self, ctx: dict[str, str | float]) -> bool:
-        return self.tuned_context is not None and ctx == self.tuned_context
+        return self._tuned_for(ctx) is not None
 
     def _log_curves(self, ctx: dict[str, str | float], ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(the network's log seconds, the prediction's) per validated scale-out: the prediction is
-        the members' mean curve, blended with the context's parametric curve where fine-tuning
-        found that curve describes the context's runs better, plus the residual correction
-        towards the context's own runs (runs at ≥ 2 scale-outs; its setting chosen at
-        calibration, none in models calibrated before it)."""
-        tuned = self._is_tuned_for(ctx)
+        the members' mean curve (for a context with a nearest curve, blended with it), blended with
+        the context's parametric curve by the share fine-tuning gave it, plus the residual
+        correction towards the context's own runs (``finetuning.tuned_log_runtime``)."""
+        tuned = self._tuned_for(ctx)
         network = self._network_log(ctx, ns)
-        if tuned and self.nearest is not None:
-            log_n, log_runtime = np.asarray(self.nearest["log_n"]), np.asarray(self.nearest["log_runtime"])
+        if tuned is None:
+            return network, network
+        if tuned.nearest is not None:
+            log_n, log_runtime = np.asarray(tuned.nearest.log_n), np.asarray(tuned.nearest.log_runtime)
             near = nearest_log_runtime(
                 log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
             )
-            network = (1 - self.nearest["weight"]) * network + self.nearest["weight"] * near
-        if not (tuned and self.parametric_theta is not None):
-            return network, network
-        blended = blend_log_runtime(network, self.parametric_theta, self.parametric_weight, ns)
+            network = (1 - tuned.nearest.weight) * network + tuned.nearest.weight * near
         correction = self._correction
-        if self.run_residuals and correction is not None:
-            at, residuals = np.array(self.run_residuals).T
-            blended = blended + residual_correction(
-                at,
-                residuals,
-                ns,
-                amplitude=correction[0],
-                length=correction[1],
-                noise_sd=self._likelihood_sd,
-            )
-        return network, blended
+        corrected = bool(tuned.run_residuals) and correction is not None
+        curve = tuned_log_runtime(
+            network,
+            ns,
+            tuned.theta,
+            tuned.parametric_weight,
+            runs=tuple(np.array(tuned.run_residuals).T) if corrected else None,  # type: ignore[arg-type]
+            corrections=[correction] if corrected and correction is not None else [],
+            noise_sd=self._likelihood_sd,
+        )[0]
+        return network, curve
 
     def _network_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
         """The members' mean log runtime at ``ns`` (the fine-tuned correction applied where tuned)."""
         h = self._base_h(ctx)
-        if self._is_tuned_for(ctx) and self.delta is not None:
-            h = h + self.delta
+        tuned = self._tuned_for(ctx)
+        if tuned is not None:
+            h = h + tuned.delta
         basis = scale_out_basis(ns, self._steep_floor)
         return inference.log_runtime(h[:, None, :], basis[None, :, :]).mean(axis=0)
 
@@ -747,26 +849,14 @@ class RuntimeModel:
         from safetensors.numpy import save
 
         tensors = {name: np.ascontiguousarray(value) for name, value in self.params.items()}
-        if self.delta is not None:
-            tensors["delta"] = np.ascontiguousarray(self.delta)
+        if self.tuned is not None:
+            tensors["delta"] = np.ascontiguousarray(self.tuned.delta)
         header = {
             "format": FORMAT,
             **self.architecture,
             "schema": self.schema.to_dict(),
             "metadata": self.metadata,
-            "tuned_context": self.tuned_context,
-            "tuned_points": self.tuned_points,
-            "parametric": None
-            if self.parametric_theta is None
-            else {
-                "theta": [float(v) for v in self.parametric_theta],
-                "weight": self.parametric_weight,
-                "check_rms": self.check_rms,
-                "check_count": self.check_count,
-                "observed_scale_outs": list(self.observed_scale_outs),
-                "run_residuals": [list(pair) for pair in self.run_residuals],
-            },
-            "nearest": self.nearest,
+            "tuned": None if self.tuned is None else self.tuned.to_dict(),
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
 
@@ -791,55 +881,23 @@ class RuntimeModel:
             raise ModelFileError(
                 f"{source}: not a readable Bellamy model file ({exc.__class__.__name__}: {exc})"
             ) from None
-        if header.get("format") not in READABLE_FORMATS:
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            found = header.get("format") if isinstance(header, dict) else None
             raise ModelFileError(
-                f"{source}: model format {header.get('format')!r} is not {FORMAT!r}; retrain with `bellamy train`"
+                f"{source}: model format {found!r} is not {FORMAT!r} (written by another version of "
+                "the provider); retrain with `bellamy train`"
             )
         try:
             architecture = {k: int(header[k]) for k in _ARCHITECTURE}
             delta = tensors.pop("delta", None)
             _check_shapes(tensors, architecture, delta)
             schema = FeatureSchema.from_dict(header["schema"])
-            parametric = header.get("parametric")
-            if parametric is not None and (
-                len(parametric["theta"]) != 4
-                or not 0 <= parametric["weight"] <= 1
-                or not all(int(n) > 0 for n in parametric.get("observed_scale_outs", []))
-                or not all(
-                    len(pair) == 2 and float(pair[0]) > 0 and math.isfinite(float(pair[1]))
-                    for pair in parametric.get("run_residuals", [])
-                )
-            ):
-                raise ValueError(f"parametric curve {parametric}")
-            nearest = header.get("nearest")
-            if nearest is not None and not (
-                len(nearest["log_n"]) == len(nearest["log_runtime"]) >= 2
-                and np.all(np.diff(nearest["log_n"]) > 0)
-                and np.all(np.isfinite(nearest["log_runtime"]))
-                and 0 <= float(nearest["weight"]) <= 1
-            ):
-                raise ValueError(f"nearest curve {nearest}")
+            if (header["tuned"] is None) != (delta is None):
+                raise ValueError("a fine-tuned model has a delta tensor and a tuned context, or neither")
+            tuned = None if delta is None else TunedContext.from_dict(header["tuned"], delta)
         except (KeyError, ValueError, TypeError) as exc:
             raise ModelFileError(f"{source}: model file is inconsistent ({exc})") from None
-        return cls(
-            tensors,
-            architecture,
-            schema,
-            header["metadata"],
-            delta=None if delta is None else delta.astype(np.float64),
-            tuned_context=header.get("tuned_context"),
-            tuned_points=int(header.get("tuned_points", 0)),
-            parametric_theta=None
-            if parametric is None
-            else np.asarray(parametric["theta"], dtype=np.float64),
-            parametric_weight=0.0 if parametric is None else float(parametric["weight"]),
-            check_rms=0.0 if parametric is None else float(parametric.get("check_rms", 0.0)),
-            check_count=0 if parametric is None else int(parametric.get("check_count", 0)),
-            # a file from before the field gets the bands it was written with
-            observed_scale_outs=() if parametric is None else parametric.get("observed_scale_outs", []),
-            run_residuals=() if parametric is None else parametric.get("run_residuals", []),
-            nearest=nearest,
-        )
+        return cls(tensors, architecture, schema, header["metadata"], tuned)
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
@@ -978,11 +1036,9 @@ def _unseen_job_calibration(
     model answers with its own members, which saw every job type but the new one.
 
     The first ensemble's folds hold out contexts, whose job type the other folds still show; a
-    job type that no fold showed is harder (C3O, kmeans held out whole: 67 % of targets met where
-    90 % was asked), and only members that never saw a job type measure by how much.
+    job type that no fold showed is harder (docs/model.md, "Behind the constants"), and only
+    members that never saw a job type measure by how much.
     """
-    from dataclasses import replace
-
     from airflow_provider_bellamy.model.training import job_folds, train_ensemble
 
     names = [str(j) for j in jobs]
@@ -1032,11 +1088,9 @@ def _extrapolation_calibration(
     ensemble is dropped; the tables stay, under ``extrapolation``.
 
     The first ensemble's folds hold out contexts whose machine type and input sizes other folds
-    still show: those tables are too narrow for a context from elsewhere (C3O, each machine type
-    held out whole: 82 % of runs under the 90 % bound, grep 47 %).
+    still show: those tables are too narrow for a context from elsewhere (docs/model.md, "Behind
+    the constants").
     """
-    from dataclasses import replace
-
     from airflow_provider_bellamy.model.training import train_ensemble
 
     folds = [fold for _, fold in held_out]

@@ -40,8 +40,8 @@ class TrainingConfig:
     # the network learns what a context predicts without it, so a value it never saw (a machine
     # type, an environment) is read as unknown rather than extrapolated (features.is_known).
     # Numbers that varied are always read by their value, a property with one value as that
-    # value; hiding every property cost in-distribution accuracy (C3O sort, quick, 5 folds,
-    # k = 0: 8.8 % without dropout, 12.0 % hiding every property).
+    # value: hiding every property cost in-distribution accuracy (docs/model.md, "Behind the
+    # constants").
     property_dropout: float = 0.1
     time_budget_s: float | None = None
     device: str = "auto"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -120,6 +121,38 @@ def test_a_model_file_with_malformed_run_residuals_is_refused_by_name(
     tuned = grep_model.finetune(ctx_runs.iloc[:3])
     for bad in ([(0.0, 0.1)], [(4.0, float("nan"))], [(4.0,)]):
         broken = copy.copy(tuned)
-        broken.run_residuals = tuple(bad)
+        broken.tuned = replace(broken.tuned, run_residuals=tuple(bad))  # type: ignore[arg-type]
         with pytest.raises(ModelFileError, match="inconsistent"):
             RuntimeModel.from_bytes(broken.to_bytes(), source="broken.safetensors")
+
+
+def test_a_model_file_whose_tuned_context_does_not_hold_together_is_refused(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """The fine-tuned part is read in one place (``TunedContext.from_dict``): a delta without a
+    tuned context, a tuned context without its delta, a parametric curve of the wrong size, a weight
+    outside [0, 1] or a malformed nearest curve are each refused, naming the file."""
+    import json
+
+    from safetensors.numpy import load, save
+
+    ctx_runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    data = grep_model.finetune(ctx_runs.iloc[:3]).to_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(json.loads(data[8 : 8 + size])["__metadata__"]["bellamy"])
+    tensors = load(data)
+    without_delta = {k: v for k, v in tensors.items() if k != "delta"}
+    nearest = {"log_n": [1.0, 0.5], "log_runtime": [3.0, 2.0], "weight": 0.75}  # not increasing
+    broken = [
+        ({**header, "tuned": None}, tensors),
+        (header, without_delta),
+        ({**header, "tuned": {**header["tuned"], "theta": [1.0, 2.0]}}, tensors),
+        ({**header, "tuned": {**header["tuned"], "parametric_weight": 1.5}}, tensors),
+        ({**header, "tuned": {**header["tuned"], "nearest": nearest}}, tensors),
+    ]
+    RuntimeModel.from_bytes(save(tensors, metadata={"bellamy": json.dumps(header)}))  # as written: read
+    for bad_header, bad_tensors in broken:
+        with pytest.raises(ModelFileError, match=r"broken\.safetensors: model file is inconsistent"):
+            RuntimeModel.from_bytes(
+                save(bad_tensors, metadata={"bellamy": json.dumps(bad_header)}), source="broken.safetensors"
+            )

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -363,7 +364,7 @@ def test_below_the_smallest_observed_scale_out_the_band_spans_both_curves(
     test_ns = [2, 3, 4, 6, 8, 12, 32, 60]
     mean, lo, hi = tuned.predict_band(ctx, test_ns, 0.9)
     network_only, unspanned = copy.copy(tuned), copy.copy(tuned)
-    network_only.parametric_weight = 0.0
+    network_only.tuned = replace(tuned.tuned, parametric_weight=0.0)
     # the same model, as if the network agreed with the blended curve everywhere
     unspanned._log_curves = lambda c, n: (tuned._log_curves(c, n)[1],) * 2  # type: ignore[method-assign]
     network = network_only.predict(ctx, test_ns)
