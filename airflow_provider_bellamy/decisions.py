@@ -143,6 +143,8 @@ class SizingDecision:
                 value = cand.get(key)
                 if isinstance(value, float) and not math.isfinite(value):
                     cand[key] = None
+        if isinstance(data["shortfall_s"], float) and not math.isfinite(data["shortfall_s"]):
+            data["shortfall_s"] = None  # (short of an unbounded band: by no figure)
         return data
 
     @classmethod

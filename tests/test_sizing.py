@@ -152,6 +152,10 @@ def test_an_unbounded_band_everywhere_chooses_the_largest() -> None:
     d = decide(pred, target_s=60)
     assert not d.feasible and d.chosen_scale_out == 8
     assert "the band has no upper bound" in d.reason and "the largest, 8" in d.reason
+    # JSON (XCom, the store's columns) has no infinity: the unbounded figures are written as None
+    data = json.loads(json.dumps(d.to_dict(), allow_nan=False))
+    assert data["shortfall_s"] is None and all(c["upper_s"] is None for c in data["candidates"])
+    assert SizingDecision.from_dict(data).chosen.upper_s == inf
 
 
 def test_a_default_decision_is_not_feasible_nothing_checked_it() -> None:
