@@ -240,7 +240,7 @@ def tuned_log_runtime(
     """A tuned context's curve at ``scale_outs``: the network's log runtime there (``network``)
     blended with the context's parametric curve, plus the residual correction towards its
     ``runs`` (their scale-outs, and their log residuals from the uncorrected curve) for each
-    (amplitude, length) of ``corrections``: one row per correction, one row without any.
+    (amplitude, length) of ``corrections``: one row per correction (one row where none is given).
 
     With ``actual`` (log runtimes at ``scale_outs``): what they lie above that curve, computed as
     actual - blend - correction in that order (floating point: the same residuals, bit for bit, as
