@@ -123,6 +123,12 @@ class Extrapolation:
         return max((o.decades for o in self.out_of_range), default=0.0)
 
     @property
+    def guessing(self) -> bool:
+        """A number lies ``FAR_FACTOR`` or more beyond its trained range: the prediction is a
+        guess (the sentence says so); before the context has runs its band has no upper bound."""
+        return any(o.factor >= FAR_FACTOR for o in self.out_of_range)
+
+    @property
     def distance_scale(self) -> float:
         """What a numeric extrapolation's band offsets are multiplied by, and what the numeric
         calibration divided its held-out contexts' residuals by (one function for both):

@@ -749,6 +749,10 @@ class RuntimeModel:
         high = np.where(below, np.maximum(mean, network), mean)
         with np.errstate(over="ignore", invalid="ignore"):
             lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+        if outside and not tuned and ext.guessing:
+            # no bound at any candidate (a widened table may overflow at some and not at others:
+            # sizing would take the one with a finite astronomic bound); its runs bring bounds back
+            upper = np.full(len(ns), np.inf)
         # Residuals that all lie on one side of a curve (a bucket where the model is biased) would put
         # the band beside its own prediction; the band always holds it (only ever wider).
         point = np.exp(mean)

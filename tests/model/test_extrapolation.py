@@ -174,6 +174,25 @@ def test_a_context_far_outside_gets_a_wide_band_and_says_so(sort: SortCase) -> N
     assert np.all(far.upper / far.mean > 100 * near.upper / near.mean)
 
 
+def test_a_guess_has_no_upper_bound_until_the_context_has_runs(sort: SortCase) -> None:
+    """A number FAR_FACTOR beyond its trained range makes the prediction a guess: no upper bound
+    at any candidate (not an overflow at some and an astronomic bound at others); the context's
+    own runs bring finite bounds back."""
+    model, train = sort.model, sort.train
+    ctx = train.iloc[0].to_dict()
+    far_size = float(train["data_size_mb"].max()) * 1e4
+    assert signals(model.metadata["domain"], {**ctx, "data_size_mb": far_size}).guessing
+    untuned = model.band({**ctx, "data_size_mb": far_size}, [2, 4, 8, 12], 0.9)
+    assert np.all(np.isinf(untuned.upper)) and np.all(np.isfinite(untuned.mean))
+    mine = train[
+        (train["data_size_mb"] == ctx["data_size_mb"]) & (train["machine_type"] == ctx["machine_type"])
+    ]
+    tuned_runs = mine.assign(data_size_mb=far_size)
+    tuned = model.finetune(tuned_runs)
+    band = tuned.band({**ctx, "data_size_mb": far_size}, [2, 4, 8, 12], 0.9)
+    assert np.all(np.isfinite(band.upper))
+
+
 def test_confidence_the_tables_cannot_resolve_is_capped(sort: SortCase) -> None:
     model = sort.model
     ctx = sort.train.iloc[0].to_dict()
