@@ -196,11 +196,14 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
 
 
 class _GivesUpOnFirstTry(BellamyFlinkOperator):
-    """Try 1 stops waiting at once (``job_timeout_s``) and leaves its job running, as a try whose
-    worker is lost does; the retry waits for the job as configured."""
+    """Try 1 gives up before its first poll and leaves its job running, as a try whose worker is
+    lost (or whose ``job_timeout_s`` runs out) does; the retry waits for the job as configured.
+    (Not a tiny ``job_timeout_s``: a job finished by the first poll would let try 1 succeed.)"""
 
     def _wait(self, context, job_id, parallelism, decision, *, reattached):
-        self.job_timeout_s = 0.01 if context["ti"].try_number == 1 else None
+        if context["ti"].try_number == 1:
+            self._leave_running_job_to_retry(context, job_id)
+            raise TimeoutError(f"try 1 gives up on Flink job {job_id}")
         return super()._wait(context, job_id, parallelism, decision, reattached=reattached)
 
 
