@@ -97,7 +97,8 @@ def _mre(value: object, where: str) -> float:
 
 def _per_k(values: object, where: str) -> list[Any]:
     if not isinstance(values, list) or len(values) != MAX_K + 1:
-        raise ValueError(f"{where} holds {values!r}, not a list of {MAX_K + 1} (k = 0..{MAX_K})")
+        found = f"{len(values)} entries" if isinstance(values, list) else type(values).__name__
+        raise ValueError(f"{where} has {found}, not a list of {MAX_K + 1} (k = 0..{MAX_K})")
     return values
 
 
