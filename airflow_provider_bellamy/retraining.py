@@ -200,7 +200,7 @@ def train_one(
         "holdout_mre": None,
         "active_holdout_mre": None,
         "active_version_id": active.id if active is not None else None,
-        "validation_mre": model.metadata.get("validation_mre"),
+        "validation_mre": model.validation_mre,
         "unseen_job_type_validation_mre": model.unseen_job_type_mre,
         "train_seconds": model.metadata.get("train_seconds"),
         "job_types": list(model.job_types),

@@ -13,6 +13,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
@@ -53,6 +54,309 @@ LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 # curves as they are.
 CORRECTIONS = ((0.0, 0.5), *((a, length) for a in (0.5, 1.0, 2.0, 4.0) for length in (0.35, 0.7)))
 _CALIBRATION_DRAWS = 4
+# The scale-out buckets of a k's tables (see _bucket_tables).
+BUCKETS = ("smallest", "others", "near", "far")
+# The kinds of extrapolation the out-of-distribution pass measures (extrapolation.held_out_folds).
+EXTRAPOLATION_KINDS = ("categorical", "numeric")
+
+
+# ---------------------------------------------------------------------- the typed calibration
+# Each part reads itself from a model file's header in one ``from_dict``, which checks the values
+# and raises ValueError naming the field (RuntimeModel.from_bytes turns it into a ModelFileError).
+
+
+def _field(data: object, key: str, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where} is {type(data).__name__}, not a mapping")
+    if key not in data:
+        raise ValueError(f"{where}.{key} is missing")
+    return data[key]
+
+
+def _real(value: object, where: str, low: float = -math.inf, *, finite: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where} = {value!r} is not a number")
+    number = float(value)
+    if math.isnan(number) or (finite and not math.isfinite(number)) or number < low:
+        raise ValueError(f"{where} = {value!r} is out of range")
+    return number
+
+
+def _count(value: object, where: str, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{where} = {value!r} is not a count >= {low}")
+    return value
+
+
+def _mre(value: object, where: str) -> float:
+    """A mean relative error: a number ≥ 0, or NaN where nothing was measured."""
+    if isinstance(value, float) and math.isnan(value):
+        return value
+    return _real(value, where, 0.0, finite=False)
+
+
+def _per_k(values: object, where: str) -> list[Any]:
+    if not isinstance(values, list) or len(values) != MAX_K + 1:
+        found = f"{len(values)} entries" if isinstance(values, list) else type(values).__name__
+        raise ValueError(f"{where} has {found}, not a list of {MAX_K + 1} (k = 0..{MAX_K})")
+    return values
+
+
+@dataclass(frozen=True)
+class QuantileTables:
+    """One k's residual tables for one group of contexts (all, or one environment's): per
+    scale-out bucket (``BUCKETS``) the residuals' quantiles at ``QUANTILE_GRID`` and how many
+    residuals there were. Empty where no residual was measured at this k (the calibration contexts
+    ran at too few scale-outs to hold k + 1 out): the Gaussian band answers."""
+
+    quantiles: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, tables: Mapping[str, list[float]], counts: Mapping[str, int]) -> QuantileTables:
+        """``_bucket_tables``' result (empty tables where it measured nothing)."""
+        if not any(tables.values()):
+            return cls()
+        return cls({b: tuple(tables[b]) for b in BUCKETS}, {b: int(counts[b]) for b in BUCKETS})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quantiles": {b: list(t) for b, t in self.quantiles.items()}, "counts": dict(self.counts)}
+
+    @classmethod
+    def from_dict(cls, data: object, where: str) -> QuantileTables:
+        quantiles, counts = _field(data, "quantiles", where), _field(data, "counts", where)
+        if not isinstance(quantiles, Mapping) or not isinstance(counts, Mapping):
+            raise ValueError(f"{where}: quantiles and counts must be mappings of bucket to values")
+        if not quantiles and not counts:
+            return cls()
+        if set(quantiles) != set(BUCKETS) or set(counts) != set(BUCKETS):
+            raise ValueError(f"{where} has buckets {sorted(quantiles)}, not {sorted(BUCKETS)}")
+        tables = {}
+        for bucket in BUCKETS:
+            values = quantiles[bucket]
+            if not isinstance(values, list) or len(values) != len(QUANTILE_GRID):
+                raise ValueError(f"{where}.quantiles.{bucket} is not a list of {len(QUANTILE_GRID)} numbers")
+            tables[bucket] = tuple(_real(v, f"{where}.quantiles.{bucket}") for v in values)
+        return cls(tables, {b: _count(counts[b], f"{where}.counts.{b}", 1) for b in BUCKETS})
+
+
+@dataclass(frozen=True)
+class BandTables:
+    """The band's tables from one calibration pass (split conformal): per k = 0..MAX_K the tables
+    of all out-of-fold contexts and of each environment with enough of them (group-conditional),
+    over ``n`` contexts predicted out of fold; scale-outs up to ``smallest_max_scale_out`` take the
+    smallest-scale-out bucket. ``validation_mre``: per k the out-of-fold mean relative error (NaN:
+    no residual at that k)."""
+
+    per_k: tuple[QuantileTables, ...]
+    environments: Mapping[str, tuple[QuantileTables, ...]]
+    n: int
+    smallest_max_scale_out: float
+    validation_mre: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "per_k": [t.to_dict() for t in self.per_k],
+            "environments": {env: [t.to_dict() for t in ts] for env, ts in self.environments.items()},
+            "n": self.n,
+            "smallest_max_scale_out": self.smallest_max_scale_out,
+            "validation_mre": list(self.validation_mre),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, where: str) -> BandTables:
+        environments = _field(data, "environments", where)
+        if not isinstance(environments, Mapping):
+            raise ValueError(f"{where}.environments is not a mapping of environment to tables")
+        return cls(
+            per_k=tuple(
+                QuantileTables.from_dict(t, f"{where}.per_k[{k}]")
+                for k, t in enumerate(_per_k(_field(data, "per_k", where), f"{where}.per_k"))
+            ),
+            environments={
+                str(env): tuple(
+                    QuantileTables.from_dict(t, f"{where}.environments.{env}[{k}]")
+                    for k, t in enumerate(_per_k(ts, f"{where}.environments.{env}"))
+                )
+                for env, ts in environments.items()
+            },
+            n=_count(_field(data, "n", where), f"{where}.n", 1),
+            smallest_max_scale_out=_real(
+                _field(data, "smallest_max_scale_out", where), f"{where}.smallest_max_scale_out", 0.0
+            ),
+            validation_mre=tuple(
+                _mre(v, f"{where}.validation_mre[{k}]")
+                for k, v in enumerate(
+                    _per_k(_field(data, "validation_mre", where), f"{where}.validation_mre")
+                )
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class FineTuning:
+    """Fine-tuning's settings as calibration chose them by out-of-fold error (empirical Bayes),
+    with the search's scores. ``prior_covariance`` None: no out-of-fold data to estimate it from
+    (a single training context; ``DEFAULT_PRIOR_SD``); ``residual_correction`` (amplitude,
+    length), None: calibration had nothing to choose it on."""
+
+    likelihood_sd: float
+    prior_covariance: tuple[tuple[float, ...], ...] | None = None
+    residual_correction: tuple[float, float] | None = None
+    prior_scale: float | None = None
+    # "prior scale/likelihood width" and "amplitude/length" → out-of-fold error
+    prior_scores: Mapping[str, float] = field(default_factory=dict)
+    residual_correction_scores: Mapping[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "likelihood_sd": self.likelihood_sd,
+            "prior_covariance": None
+            if self.prior_covariance is None
+            else [list(r) for r in self.prior_covariance],
+            "residual_correction": None
+            if self.residual_correction is None
+            else list(self.residual_correction),
+            "prior_scale": self.prior_scale,
+            "prior_scores": dict(self.prior_scores),
+            "residual_correction_scores": dict(self.residual_correction_scores),
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, where: str) -> FineTuning:
+        cov = _field(data, "prior_covariance", where)
+        if cov is not None:
+            if (
+                not isinstance(cov, list)
+                or not cov
+                or any(not isinstance(r, list) or len(r) != len(cov) for r in cov)
+            ):
+                raise ValueError(f"{where}.prior_covariance is not a square matrix")
+            cov = tuple(tuple(_real(v, f"{where}.prior_covariance") for v in row) for row in cov)
+            if any(cov[i][i] < 0 for i in range(len(cov))):
+                raise ValueError(f"{where}.prior_covariance has a negative variance")
+        correction = _field(data, "residual_correction", where)
+        if correction is not None:
+            if not isinstance(correction, list) or len(correction) != 2:
+                raise ValueError(f"{where}.residual_correction = {correction!r} is not [amplitude, length]")
+            correction = (
+                _real(correction[0], f"{where}.residual_correction.amplitude", 0.0),
+                _real(correction[1], f"{where}.residual_correction.length", 0.0),
+            )
+        prior_scale = _field(data, "prior_scale", where)
+        scores = {}
+        for key in ("prior_scores", "residual_correction_scores"):
+            values = _field(data, key, where)
+            if not isinstance(values, Mapping):
+                raise ValueError(f"{where}.{key} is not a mapping")
+            scores[key] = {str(k): _real(v, f"{where}.{key}.{k}", finite=False) for k, v in values.items()}
+        return cls(
+            likelihood_sd=_real(_field(data, "likelihood_sd", where), f"{where}.likelihood_sd", 0.0),
+            prior_covariance=cov,
+            residual_correction=correction,
+            prior_scale=None if prior_scale is None else _real(prior_scale, f"{where}.prior_scale", 0.0),
+            **scores,
+        )
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What calibration measured, as fine-tuning and the band read it: the run noise (the
+    Gaussian band's, where no table answers), fine-tuning's settings and the band's tables
+    (None: no out-of-fold data).
+
+    A model's own calibration also holds, where pre-training measured them, the calibration of a
+    job type it never saw (``unseen_job``: measured on job types held out whole,
+    ``unseen_job_type`` True, with its ``job_folds``) and the tables of contexts outside its
+    training data (``extrapolation``). ``groups``: the tables hold the residuals of this many
+    groups held out whole (a band source made by ``answering``; None: contexts)."""
+
+    noise_sd: float
+    fine_tuning: FineTuning
+    tables: BandTables | None = None
+    unseen_job: Calibration | None = None
+    extrapolation: ExtrapolationTables | None = None
+    unseen_job_type: bool = False
+    job_folds: tuple[tuple[str, ...], ...] = ()
+    groups: int | None = None
+
+    def answering(self, tables: BandTables | None, groups: int | None = None) -> Calibration:
+        """These settings and run noise with other tables: what a band reads (a band source)."""
+        return Calibration(self.noise_sd, self.fine_tuning, tables, groups=groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "noise_sd": self.noise_sd,
+            "fine_tuning": self.fine_tuning.to_dict(),
+            "tables": None if self.tables is None else self.tables.to_dict(),
+            "unseen_job": None if self.unseen_job is None else self.unseen_job.to_dict(),
+            "extrapolation": None if self.extrapolation is None else self.extrapolation.to_dict(),
+            "unseen_job_type": self.unseen_job_type,
+            "job_folds": [list(fold) for fold in self.job_folds],
+            "groups": self.groups,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, where: str = "calibration") -> Calibration:
+        """Raises ValueError naming the field where a value is missing or out of its domain."""
+        tables, unseen, extrapolation = (
+            _field(data, key, where) for key in ("tables", "unseen_job", "extrapolation")
+        )
+        flag, folds, groups = (_field(data, key, where) for key in ("unseen_job_type", "job_folds", "groups"))
+        if not isinstance(flag, bool):
+            raise ValueError(f"{where}.unseen_job_type = {flag!r} is not true or false")
+        if not isinstance(folds, list) or not all(
+            isinstance(f, list) and all(isinstance(j, str) for j in f) for f in folds
+        ):
+            raise ValueError(f"{where}.job_folds = {folds!r} is not a list of lists of job types")
+        return cls(
+            noise_sd=_real(_field(data, "noise_sd", where), f"{where}.noise_sd", 0.0),
+            fine_tuning=FineTuning.from_dict(_field(data, "fine_tuning", where), f"{where}.fine_tuning"),
+            tables=None if tables is None else BandTables.from_dict(tables, f"{where}.tables"),
+            unseen_job=None if unseen is None else cls.from_dict(unseen, f"{where}.unseen_job"),
+            extrapolation=None
+            if extrapolation is None
+            else ExtrapolationTables.from_dict(extrapolation, f"{where}.extrapolation"),
+            unseen_job_type=flag,
+            job_folds=tuple(tuple(f) for f in folds),
+            groups=None if groups is None else _count(groups, f"{where}.groups", 1),
+        )
+
+
+@dataclass(frozen=True)
+class ExtrapolationTables:
+    """The band tables of contexts held out whole (the out-of-distribution pass, measured with the
+    model's own fine-tuning settings), per kind of extrapolation (``EXTRAPOLATION_KINDS``: a value
+    never seen, a number beyond a trained range), and the groups held out: (kind, contexts) each."""
+
+    held_out: tuple[tuple[str, int], ...]
+    tables: Mapping[str, BandTables] = field(default_factory=dict)
+
+    def groups(self, kind: str) -> int | None:
+        """How many groups of ``kind`` were held out whole (None: none)."""
+        return sum(1 for held, _ in self.held_out if held == kind) or None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "held_out": [[kind, n] for kind, n in self.held_out],
+            "tables": {kind: t.to_dict() for kind, t in self.tables.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: object, where: str) -> ExtrapolationTables:
+        held_out, tables = _field(data, "held_out", where), _field(data, "tables", where)
+        if not isinstance(held_out, list) or not all(
+            isinstance(h, list) and len(h) == 2 and h[0] in EXTRAPOLATION_KINDS for h in held_out
+        ):
+            raise ValueError(f"{where}.held_out = {held_out!r} is not a list of [kind, contexts]")
+        if not isinstance(tables, Mapping) or not set(tables) <= set(EXTRAPOLATION_KINDS):
+            raise ValueError(
+                f"{where}.tables is not a mapping of {' or '.join(EXTRAPOLATION_KINDS)} to tables"
+            )
+        return cls(
+            held_out=tuple((kind, _count(n, f"{where}.held_out.{kind}", 1)) for kind, n in held_out),
+            tables={kind: BandTables.from_dict(t, f"{where}.tables.{kind}") for kind, t in tables.items()},
+        )
 
 
 def pick_points(scale_outs: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -99,10 +403,12 @@ def calibrate(
     rng: np.random.Generator,
     deadline: float | None = None,
     environments: list[str | None] | None = None,
-    settings: Mapping[str, Any] | None = None,
+    settings: FineTuning | None = None,
     fold_scales: Sequence[np.ndarray] | None = None,
     other_priors: np.ndarray | None = None,
-) -> dict[str, Any]:
+    *,
+    noise_sd: float,
+) -> Calibration:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
     ``h_members`` [M, C, F]: every member's head output for every training context;
@@ -119,15 +425,18 @@ def calibrate(
     with most training runs; a context of a rarer one is as hard to predict as its own
     environment's contexts were, and its band says so.
 
-    ``settings`` (a calibration's ``prior_covariance``, ``likelihood_sd`` and
-    ``residual_correction``): fine-tune with these instead of choosing them, so the tables
-    measure the fine-tuning the model will actually do (the out-of-distribution pass).
+    ``settings`` (a calibration's fine-tuning settings): fine-tune with these instead of choosing
+    them, so the tables measure the fine-tuning the model will actually do (the
+    out-of-distribution pass).
     ``fold_scales`` [per fold, one per context]: each out-of-fold context's residuals are divided
     by its scale (≥ 1) before they enter the tables (normalised conformal scores; a band
     multiplies the bounds back by its context's scale).
     ``other_priors`` [C]: each context's prior probability of "another environment" in
     fine-tuning (``finetuning.fit_delta_averaged``), as the model will fine-tune it (default: the
-    model's default for a context it knows).
+    model's default for a context it knows). ``noise_sd``: the run noise of the training data,
+    what the band falls back on where no table measured the error (``gaussian_sd``).
+
+    No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
     h_oof: list[np.ndarray] = []
     ctx_ids: list[int] = []
@@ -141,7 +450,7 @@ def calibrate(
             np.ones(len(fold)) if fold_scales is None else np.asarray(fold_scales[m], dtype=float)
         )
     if not ctx_ids:
-        return {}
+        return Calibration(noise_sd, settings or FineTuning(likelihood_sd))
     divisor = np.asarray(divisors)
     h_all = np.concatenate(h_oof).astype(np.float64)
     run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
@@ -216,7 +525,8 @@ def calibrate(
     # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
     # its runs are known, fitted under a weak prior.
     if settings is not None:
-        return _fixed_tables(settings, residuals, env_of, scale_out, len(ctx_ids), divisor, deadline)
+        tables = _fixed_tables(settings, residuals, env_of, scale_out, len(ctx_ids), divisor, deadline)
+        return Calibration(noise_sd, settings, tables)
     b, yy, w, _ = _padded(run_ids, basis, log_y, scale_out)
     full = fit_delta(h_all, b, yy, w, noise_sd=likelihood_sd, prior_precision=np.eye(h_all.shape[1]))
     cov = empirical_prior_covariance(full)
@@ -242,92 +552,75 @@ def calibrate(
     errors = [_out_of_fold_error([rows[g] for rows, *_ in per_k[1:]]) for g in range(len(CORRECTIONS))]
     best = min(range(len(CORRECTIONS)), key=lambda g: (errors[g], g))
     amplitude, length = CORRECTIONS[best]
-    tables, counts, by_env, mre = _tables_per_k(
-        [(rows[best], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max
+    fine_tuning = FineTuning(
+        likelihood_sd=lik_sd,
+        prior_covariance=tuple(tuple(row) for row in prior_cov.tolist()),
+        residual_correction=(amplitude * lik_sd, length),
+        prior_scale=prior_scale,
+        prior_scores={f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
+        residual_correction_scores={f"{a}/{ln}": e for (a, ln), e in zip(CORRECTIONS, errors, strict=True)},
     )
-    return {
-        "prior_scale": prior_scale,
-        "prior_covariance": prior_cov.tolist(),
-        "likelihood_sd": lik_sd,
-        "prior_scores": {f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
-        "residual_correction": {"amplitude": amplitude * lik_sd, "length": length},
-        "residual_correction_scores": {
-            f"{a}/{ln}": e for (a, ln), e in zip(CORRECTIONS, errors, strict=True)
-        },
-        "calibration": {
-            "quantiles": tables,
-            "counts": counts,
-            "n": len(ctx_ids),
-            "smallest_max_scale_out": small_max,
-            "far_scaled": True,
-            "environments": by_env,
-        },
-        "validation_mre": mre,
-    }
+    tables = _tables_per_k(
+        [(rows[best], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max, len(ctx_ids)
+    )
+    return Calibration(noise_sd, fine_tuning, tables)
 
 
 def _tables_per_k(
     per_k: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     env_of: Sequence[str | None],
     small_max: float,
+    n_contexts: int,
     divisor: np.ndarray | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, float]]:
+) -> BandTables:
     """Per k (residuals, their scale-outs, owners, distances): pooled and per-environment
     bucket tables, their counts and the mean relative error; residuals divided by their owner's
     ``divisor`` where given."""
-    tables: dict[str, dict[str, list[float]]] = {}
-    counts: dict[str, dict[str, int]] = {}
-    by_env: dict[str, dict[str, Any]] = {}
-    mre: dict[str, float] = {}
+    pooled: list[QuantileTables] = []
+    by_env: dict[str, list[QuantileTables]] = {}
+    mre: list[float] = []
     env_names = sorted(
         e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS
     )
-    for k, (raw, at, owner, distance) in enumerate(per_k):
+    for raw, at, owner, distance in per_k:
         r = raw if divisor is None else raw / divisor[owner]
         small = at <= small_max
-        tables[str(k)], counts[str(k)] = _bucket_tables(r, small, distance)
+        tables, counts = _bucket_tables(r, small, distance)
+        pooled.append(QuantileTables.of(tables, counts))
         for env in env_names:
             mine = np.array([env_of[i] == env for i in owner], dtype=bool)
-            t, c = _bucket_tables(
-                r[mine], small[mine], distance[mine], fallback=(tables[str(k)], counts[str(k)])
-            )
-            slot = by_env.setdefault(env, {"quantiles": {}, "counts": {}})
-            slot["quantiles"][str(k)], slot["counts"][str(k)] = t, c
-        mre[str(k)] = float(np.mean(np.abs(np.expm1(-raw)))) if len(raw) else math.nan
-    return tables, counts, by_env, mre
+            t, c = _bucket_tables(r[mine], small[mine], distance[mine], fallback=(tables, counts))
+            by_env.setdefault(env, []).append(QuantileTables.of(t, c))
+        mre.append(float(np.mean(np.abs(np.expm1(-raw)))) if len(raw) else math.nan)
+    return BandTables(
+        per_k=tuple(pooled),
+        environments={env: tuple(ts) for env, ts in by_env.items()},
+        n=n_contexts,
+        smallest_max_scale_out=small_max,
+        validation_mre=tuple(mre),
+    )
 
 
 def _fixed_tables(
-    settings: Mapping[str, Any],
+    settings: FineTuning,
     residuals: Any,
     env_of: Sequence[str | None],
     scale_out: np.ndarray,
     n_contexts: int,
     divisor: np.ndarray,
     deadline: float | None,
-) -> dict[str, Any]:
+) -> BandTables:
     """``calibrate``'s tables for fine-tuning with given settings (no search)."""
-    lik_sd = float(settings["likelihood_sd"])
-    prior_cov = np.asarray(settings["prior_covariance"], dtype=np.float64)
-    setting = settings.get("residual_correction") or {"amplitude": 0.0, "length": 0.5}
-    correction = ((float(setting["amplitude"]) / lik_sd, float(setting["length"])),)
+    lik_sd = float(settings.likelihood_sd)
+    prior_cov = np.asarray(settings.prior_covariance, dtype=np.float64)
+    amplitude, length = settings.residual_correction or (0.0, 0.5)
+    correction = ((float(amplitude) / lik_sd, float(length)),)
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
     per_k = [residuals(k, prior_cov, lik_sd, draws, correction) for k in range(MAX_K + 1)]
-    tables, counts, by_env, mre = _tables_per_k(
-        [(rows[0], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max, divisor
+    return _tables_per_k(
+        [(rows[0], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max, n_contexts, divisor
     )
-    return {
-        "calibration": {
-            "quantiles": tables,
-            "counts": counts,
-            "n": n_contexts,
-            "smallest_max_scale_out": small_max,
-            "far_scaled": True,
-            "environments": by_env,
-        },
-        "validation_mre": mre,
-    }
 
 
 def _out_of_fold_error(per_k: Sequence[np.ndarray]) -> float:
@@ -388,38 +681,33 @@ def _bucket_tables(
     return tables, counts
 
 
-def _calibration(metadata: Mapping[str, Any], environment: str | None) -> Mapping[str, Any]:
-    """The tables that answer for a context: its environment's where calibration had enough of
-    its contexts, the pooled ones otherwise."""
-    cal = metadata.get("calibration") or {}
-    own = (cal.get("environments") or {}).get(environment) if environment is not None else None
-    return own or cal
+def _calibration(calibration: Calibration, environment: str | None) -> tuple[QuantileTables, ...]:
+    """The tables (per k) that answer for a context: its environment's where calibration had
+    enough of its contexts, the pooled ones otherwise (none: no out-of-fold data)."""
+    tables = calibration.tables
+    if tables is None:
+        return ()
+    own = tables.environments.get(environment) if environment is not None else None
+    return own or tables.per_k
 
 
-def _tables(
-    metadata: Mapping[str, Any], k: int, environment: str | None = None
-) -> tuple[dict[str, list[float]], dict[str, int]]:
+def _tables(calibration: Calibration, k: int, environment: str | None = None) -> QuantileTables:
     """The residual quantile tables (per scale-out bucket) for a model tuned on k points, and
-    how many residuals each holds."""
-    source = _calibration(metadata, environment)
-    key = str(min(k, MAX_K))
-    tables = (source.get("quantiles") or {}).get(key) or {}
-    if not any(tables.values()):
-        # no residual measured this k (the calibration contexts ran at too few scale-outs to hold
-        # k + 1 out): no table, the Gaussian band answers
-        return {}, {}
-    return tables, (source.get("counts") or {}).get(key) or {}
+    how many residuals each holds. Empty where no residual was measured at this k (the
+    calibration contexts ran at too few scale-outs to hold k + 1 out): the Gaussian band answers."""
+    source = _calibration(calibration, environment)
+    return source[min(k, MAX_K)] if source else QuantileTables()
 
 
-def gaussian_sd(metadata: Mapping[str, Any]) -> float:
+def gaussian_sd(calibration: Calibration) -> float:
     """The log-space sd of the band where no table measured the error (a single training context,
     too few contexts held out whole): run noise and twice the default prior width, wider than any
     calibrated band on purpose."""
-    return math.hypot(float(metadata.get("noise_sd", 0.05)), 2 * DEFAULT_PRIOR_SD)
+    return math.hypot(float(calibration.noise_sd), 2 * DEFAULT_PRIOR_SD)
 
 
 def residual_quantiles(
-    metadata: Mapping[str, Any],
+    calibration: Calibration,
     k: int,
     confidence: float,
     scale_outs: np.ndarray,
@@ -429,20 +717,19 @@ def residual_quantiles(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points at the
     ``observed`` scale-outs (a context of ``environment``). ``groups``: the tables hold the
-    residuals of this many groups held out whole (``metadata["groups"]`` where not given)."""
-    cal = metadata.get("calibration") or {}
-    groups = groups if groups is not None else metadata.get("groups")
-    tables, counts = _tables(metadata, k, environment)
-    if not tables:
-        sd = gaussian_sd(metadata)
+    residuals of this many groups held out whole (``calibration.groups`` where not given)."""
+    groups = groups if groups is not None else calibration.groups
+    tables = _tables(calibration, k, environment)
+    if calibration.tables is None or not tables.quantiles:
+        sd = gaussian_sd(calibration)
         z = NormalDist().inv_cdf(confidence)
         return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
     bounds = {}
-    for bucket, t in tables.items():
+    for bucket, t in tables.quantiles.items():
         # finite-sample conformal correction over the table's residuals: level ⌈(n+1)q⌉/n,
         # clipped to the table's range. (Counting contexts instead, ~20 per job type, turned a
         # 90 % band into a 95 % one: measured 95.5 % coverage on C3O's held-out runs.)
-        n = max(int(counts.get(bucket, cal.get("n", 1))), 1)
+        n = max(tables.counts[bucket], 1)
         if groups and k == 0:
             # untuned, the residuals of one held-out group share its shift: they count as one
             # (group-conformal); a context's own runs re-fit its level, what is left varies per run
@@ -452,14 +739,13 @@ def residual_quantiles(
             float(np.interp(1.0 - level, QUANTILE_GRID, t)),
             float(np.interp(level, QUANTILE_GRID, t)),
         )
-    small = scale_outs <= float(cal.get("smallest_max_scale_out", 0.0))
+    small = scale_outs <= calibration.tables.smallest_max_scale_out
     lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
     hi = np.where(small, bounds["smallest"][1], bounds["others"][1])
-    if len(observed) and "near" in bounds:  # (a model calibrated before the split: "others")
+    if len(observed):
         distance = log_distance(scale_outs, np.asarray(observed))
         near = is_near(distance)
-        # (a model calibrated before the far table was scaled: its far bounds as they are)
-        scale = far_scale(distance) if cal.get("far_scaled") else 1.0
+        scale = far_scale(distance)
         lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
         hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
     return lo, hi
@@ -485,25 +771,24 @@ def widened(lo: np.ndarray, hi: np.ndarray, scale: float = 1.0) -> tuple[np.ndar
     return -grown, grown
 
 
-def max_confidence(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:
+def max_confidence(calibration: Calibration, k: int, environment: str | None = None) -> float:
     """The highest confidence the k-point tables can honour: with n residuals the conformal level
     ⌈(n+1)q⌉/n passes 1 above q = n/(n+1), and every q beyond gives the same band (the largest
     residual). The smallest bucket decides; no table (the Gaussian band): 1."""
-    tables, counts = _tables(metadata, k, environment)
-    if not tables:
+    tables = _tables(calibration, k, environment)
+    if not tables.quantiles:
         return 1.0
-    fallback = int((metadata.get("calibration") or {}).get("n", 1))
-    n = min(max(int(counts.get(bucket, fallback)), 1) for bucket in tables)
+    n = min(max(tables.counts[bucket], 1) for bucket in tables.quantiles)
     return n / (n + 1)
 
 
-def table_scale(metadata: Mapping[str, Any], k: int, environment: str | None = None) -> float:
+def table_scale(calibration: Calibration, k: int, environment: str | None = None) -> float:
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
     half the distance between its 16th and 84th percentiles; without any table, the sd of the
     Gaussian band that answers then (``gaussian_sd``)."""
-    tables = _tables(metadata, k, environment)[0]
+    tables = _tables(calibration, k, environment).quantiles
     if not tables:
-        return gaussian_sd(metadata)
+        return gaussian_sd(calibration)
     table = tables.get("others")
     if not table:
         return 0.0

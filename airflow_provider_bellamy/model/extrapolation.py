@@ -33,7 +33,7 @@ FAR_FACTOR = 1000.0
 # beyond a property that barely varied still has a finite distance (its band can learn from runs).
 MIN_SPAN_DECADES = math.log10(2.0)
 # Properties that are not features of the context's distribution (the job type has its own
-# calibration, see runtime_model.UNSEEN_JOB), and the derived ratios, which restate numbers the
+# calibration, see calibration.Calibration.unseen_job), and the derived ratios, which restate numbers the
 # context gives: its signals name those numbers.
 _NOT_DOMAIN = ("job_type", *DERIVED)
 
@@ -98,13 +98,8 @@ class OutOfRange:
 
 @dataclass(frozen=True)
 class Extrapolation:
-    """What a context asks the model to extrapolate in (empty: inside the training data).
+    """What a context asks the model to extrapolate in (empty: inside the training data)."""
 
-    ``known`` False: the model file predates the training domain in its header, so nothing can
-    be said either way.
-    """
-
-    known: bool = True
     unseen: tuple[tuple[str, str], ...] = ()  # (property, value) never seen for the job type
     unseen_anywhere: tuple[str, ...] = ()  # of those properties, the ones whose value no job had
     out_of_range: tuple[OutOfRange, ...] = ()
@@ -139,8 +134,6 @@ class Extrapolation:
     def sentence(self) -> str:
         """One plain sentence, e.g. ``machine_type 'x' never seen; data_size_mb 24 is 40× below
         the smallest trained (960)``; empty inside the training data."""
-        if not self.known:
-            return "the model file predates extrapolation signals (retrain to get them)"
         parts = []
         if self.job_type_unseen:
             parts.append("job type never seen")
@@ -170,15 +163,12 @@ class Extrapolation:
         return json.loads(json.dumps(out))  # JSON's own types: equal after a round trip
 
 
-UNKNOWN = Extrapolation(known=False)
 INSIDE = Extrapolation()
 
 
-def signals(domain: Mapping[str, Any] | None, context: Mapping[str, str | float]) -> Extrapolation:
+def signals(domain: Mapping[str, Any], context: Mapping[str, str | float]) -> Extrapolation:
     """Where ``context`` (normalised, with its ``job_type``) lies relative to ``domain``
-    (``training_domain``'s result; None: a model saved before it → ``UNKNOWN``)."""
-    if not domain:
-        return UNKNOWN
+    (``training_domain``'s result)."""
     jobs: Mapping[str, Any] = domain.get("jobs") or {}
     job = str(context.get("job_type"))
     everywhere = _merge(jobs.values())
@@ -229,7 +219,6 @@ def signals(domain: Mapping[str, Any] | None, context: Mapping[str, str | float]
     if out:
         kinds.add("numeric")
     return Extrapolation(
-        known=True,
         unseen=tuple(unseen),
         unseen_anywhere=tuple(anywhere),
         out_of_range=tuple(out),

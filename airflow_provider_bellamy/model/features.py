@@ -16,6 +16,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -88,8 +89,8 @@ ALWAYS_KNOWN = ("job_type",)
 class FeatureSchema:
     """Which properties a model reads, which values of them it knows, and what a context must give.
 
-    ``categories`` / ``ranges`` (None in a model from before them): the string values each
-    property had in training, and the smallest and largest number. A model
+    ``categories`` / ``ranges``: the string values each property had in training, and the
+    smallest and largest number. A model
     pre-trained with property dropout (``unknown_as_absent``) learned what a context predicts
     when a property is absent, so a value it cannot have learned anything about (a machine type,
     an environment never seen; a number where training only ever saw another) is read as unknown,
@@ -98,10 +99,10 @@ class FeatureSchema:
 
     properties: list[str]
     required: dict[str, list[str]]  # job type → properties every run of it had
-    categories: dict[str, list[str]] | None = None
-    ranges: dict[str, list[float]] | None = None
+    categories: dict[str, list[str]]
+    ranges: dict[str, list[float]]
     # job type → the properties whose values tell its training contexts apart
-    distinguishing: dict[str, list[str]] | None = None
+    distinguishing: dict[str, list[str]]
     unknown_as_absent: bool = False
 
     @classmethod
@@ -148,30 +149,28 @@ class FeatureSchema:
         )
 
     def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"properties": self.properties, "required": self.required}
-        if self.categories is not None:
-            out.update(
-                categories=self.categories,
-                ranges=self.ranges,
-                distinguishing=self.distinguishing,
-                unknown_as_absent=self.unknown_as_absent,
-            )
-        return out
+        return {
+            "properties": self.properties,
+            "required": self.required,
+            "categories": self.categories,
+            "ranges": self.ranges,
+            "distinguishing": self.distinguishing,
+            "unknown_as_absent": self.unknown_as_absent,
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, object]) -> FeatureSchema:
-        categories = data.get("categories")
+    def from_dict(cls, data: Mapping[str, Any]) -> FeatureSchema:
+        """Raises KeyError/TypeError/ValueError where a part is missing or malformed."""
+        unknown_as_absent = data["unknown_as_absent"]
+        if not isinstance(unknown_as_absent, bool):
+            raise ValueError(f"schema.unknown_as_absent = {unknown_as_absent!r} is not true or false")
         return cls(
             properties=list(data["properties"]),
             required={k: list(v) for k, v in data["required"].items()},
-            categories=None if categories is None else {k: list(v) for k, v in categories.items()},
-            ranges=None
-            if data.get("ranges") is None
-            else {k: [float(x) for x in v] for k, v in data["ranges"].items()},
-            distinguishing=None
-            if data.get("distinguishing") is None
-            else {k: list(v) for k, v in data["distinguishing"].items()},
-            unknown_as_absent=bool(data.get("unknown_as_absent", False)),
+            categories={k: list(v) for k, v in data["categories"].items()},
+            ranges={k: [float(x) for x in v] for k, v in data["ranges"].items()},
+            distinguishing={k: list(v) for k, v in data["distinguishing"].items()},
+            unknown_as_absent=unknown_as_absent,
         )
 
     def required_for(self, job_type: str) -> list[str]:
@@ -193,11 +192,11 @@ class FeatureSchema:
         in training, a number of a property that took more than one value (or that one; beyond the
         range the number's encoding extrapolates, see ``encode_number``). Always
         true for a model not pre-trained to read unknown values as absent."""
-        if not self.unknown_as_absent or name in ALWAYS_KNOWN or self.categories is None:
+        if not self.unknown_as_absent or name in ALWAYS_KNOWN:
             return True
         if isinstance(value, str):
             return value in self.categories.get(name, ())
-        span = (self.ranges or {}).get(name)
+        span = self.ranges.get(name)
         if span is None:  # a property training only saw as strings
             return False
         # one value in training: the network cannot have learned what another one does
@@ -208,10 +207,10 @@ class FeatureSchema:
         that value (None: it varied, or some contexts lacked it). The network cannot have learned
         what another value, or its absence, does: a context with another value (or none) is read
         as having it, the training contexts' answer (``encode``)."""
-        if self.categories is None or name in ALWAYS_KNOWN:
+        if name in ALWAYS_KNOWN:
             return None
         strings = self.categories.get(name, [])
-        span = (self.ranges or {}).get(name)
+        span = self.ranges.get(name)
         given_by_all = any(name in props for props in self.required.values())
         if not given_by_all:
             return None
@@ -227,7 +226,7 @@ class FeatureSchema:
         machine type, an environment). A number that varied is read by its value wherever it lies
         (its encoding extrapolates), a property with one value as that value (``constant``), and
         one some training contexts lacked was seen absent already."""
-        if self.categories is None or name in ALWAYS_KNOWN or name not in self.categories:
+        if name in ALWAYS_KNOWN or name not in self.categories:
             return False
         return self.constant(name) is None and any(name in props for props in self.required.values())
 
@@ -247,7 +246,7 @@ class FeatureSchema:
         the job's training contexts apart would get the job's average for an answer, and is refused.
         Otherwise, and for a job type the model never saw (its answers were calibrated with those
         properties given), the context must give what every training run had."""
-        if self.unknown_as_absent and self.distinguishing is not None and job_type in self.distinguishing:
+        if self.unknown_as_absent and job_type in self.distinguishing:
             self._check_distinguished(job_type, context)
             return
         missing = [p for p in self.required_for(job_type) if p not in context]
@@ -260,7 +259,6 @@ class FeatureSchema:
             )
 
     def _check_distinguished(self, job_type: str, context: Mapping[str, str | float]) -> None:
-        assert self.distinguishing is not None
         telling = self.distinguishing[job_type]
         if telling and not any(context.get(p) is not None and self.is_known(p, context[p]) for p in telling):
             raise InvalidInputError(

@@ -16,7 +16,11 @@ from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileErro
 from airflow_provider_bellamy.model import inference
 from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
+    EXTRAPOLATION_KINDS,
     MAX_K,
+    Calibration,
+    ExtrapolationTables,
+    FineTuning,
     calibrate,
     max_confidence,
     residual_quantiles,
@@ -64,17 +68,11 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.model.training import EncodedRuns, TrainingConfig
 
 # Bump when tensors or header change meaning; a file of another format is refused (retrain it).
-FORMAT = "bellamy-runtime-model/4"
+FORMAT = "bellamy-runtime-model/5"
 _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 # Fewer leave-one-scale-out residuals than this say nothing about a context's error (one
 # residual cannot tell a bad curve from one noisy run): the table alone decides.
 MIN_CHECKS = 2
-# Where a model of several job types keeps the calibration of its answers for a job type it never
-# saw (same keys as its own: prior, likelihood width, residual correction, band tables).
-UNSEEN_JOB = "unseen_job_type"
-# Where a model keeps the calibration of its bands for contexts outside its training data (per
-# kind of extrapolation: "categorical", "numeric"; see _extrapolation_calibration).
-EXTRAPOLATION = "extrapolation"
 # Weight of the calibration table's error scale against a context's own leave-one-scale-out
 # residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
 PRIOR_CHECKS = 2.0
@@ -235,8 +233,10 @@ class RuntimeModel:
     """A Bellamy ensemble, general or fine-tuned to one context.
 
     Holds the trained network as numpy arrays (``params``, named like the torch
-    state dict) and its shape (``architecture``), the training and calibration metadata, and for a
-    fine-tuned copy what fine-tuning learned (``tuned``); torch is needed to pre-train only.
+    state dict) and its shape (``architecture``), the record of its training (``metadata``: what
+    it was trained on, how, the training domain and curves), what calibration measured
+    (``calibration``) and for a fine-tuned copy what fine-tuning learned (``tuned``); torch is
+    needed to pre-train only.
     """
 
     def __init__(
@@ -245,12 +245,14 @@ class RuntimeModel:
         architecture: Mapping[str, int],
         schema: FeatureSchema,
         metadata: dict[str, Any],
+        calibration: Calibration,
         tuned: TunedContext | None = None,
     ) -> None:
         self.params = dict(params)
         self.architecture = {k: int(architecture[k]) for k in _ARCHITECTURE}
         self.schema = schema
         self.metadata = metadata
+        self.calibration = calibration
         self.tuned = tuned
         self._h_cache: dict[str, np.ndarray] = {}
         self._unseen_view: RuntimeModel | None = None
@@ -306,13 +308,21 @@ class RuntimeModel:
         return () if self.tuned is None else self.tuned.run_residuals
 
     @property
+    def validation_mre(self) -> dict[str, float] | None:
+        """Out-of-fold mean relative error per k ("0".."5") of the training contexts (None: no
+        out-of-fold data)."""
+        return _mre_by_k(self.calibration)
+
+    @property
     def unseen_job_type_mre(self) -> dict[str, float] | None:
         """Out-of-fold mean relative error per k for a job type the model never saw (None: not
         calibrated for one)."""
-        return (self.metadata.get(UNSEEN_JOB) or {}).get("validation_mre")
+        return None if self.calibration.unseen_job is None else _mre_by_k(self.calibration.unseen_job)
 
     def _copy(self, tuned: TunedContext | None = None) -> RuntimeModel:
-        copy = RuntimeModel(self.params, self.architecture, self.schema, self.metadata, tuned)
+        copy = RuntimeModel(
+            self.params, self.architecture, self.schema, self.metadata, self.calibration, tuned
+        )
         copy._h_cache = self._h_cache  # the same network: the same head output per context
         return copy
 
@@ -320,17 +330,13 @@ class RuntimeModel:
         """This model, or for a job type it never saw (where pre-training calibrated for one) the
         general model with that calibration in place of its own: fine-tuning prior, likelihood
         width, residual correction and band tables as measured on job types held out whole."""
-        unseen = self.metadata.get(UNSEEN_JOB)
-        if not unseen or job_type in self.schema.required:
+        unseen = self.calibration.unseen_job
+        if unseen is None or job_type in self.schema.required:
             return self
         if self._unseen_view is None:
             # (its tables measured job types held out whole: no extrapolation tables on top)
-            own = {k: v for k, v in self.metadata.items() if k not in (UNSEEN_JOB, EXTRAPOLATION)}
             self._unseen_view = RuntimeModel(
-                self.params,
-                self.architecture,
-                self.schema,
-                {**own, **unseen, "calibrated_for": "unseen job type"},
+                self.params, self.architecture, self.schema, self.metadata, unseen
             )
         return self._unseen_view
 
@@ -429,7 +435,6 @@ class RuntimeModel:
             "code": net.code,
             "hidden": net.hidden,
         }
-        model = cls(params, architecture, schema, {})
         runs_np = _RunsArrays(data)
         h_members = inference.log_weights(params, runs_np.vectors, runs_np.mask)  # [M, C, F]
         noise_sd = noise_sd_of(data)
@@ -437,10 +442,10 @@ class RuntimeModel:
         calibration = (
             _calibrated(h_members, folds, runs_np, noise_sd, rng, deadline(0.95 * share), environments)
             if k_folds > 1
-            else {"likelihood_sd": max(noise_sd, _training_rms(h_members, runs_np, folds))}
+            else Calibration(noise_sd, FineTuning(max(noise_sd, _training_rms(h_members, runs_np, folds))))
         )
         if unseen:
-            calibration[UNSEEN_JOB] = _unseen_job_calibration(
+            unseen_calibration = _unseen_job_calibration(
                 data,
                 runs_np,
                 jobs,
@@ -452,9 +457,10 @@ class RuntimeModel:
                 deadline(1.75 * share),
                 deadline(1.95 * share),
             )
-        if held_out and "prior_covariance" in calibration:
+            calibration = replace(calibration, unseen_job=unseen_calibration)
+        if held_out and calibration.fine_tuning.prior_covariance is not None:
             start = 1 + int(unseen)
-            calibration[EXTRAPOLATION] = _extrapolation_calibration(
+            extrapolation_tables = _extrapolation_calibration(
                 schema,
                 data,
                 runs_np,
@@ -468,9 +474,10 @@ class RuntimeModel:
                 deadline((start + 0.75) * share),
                 deadline((start + 0.95) * share),
             )
+            calibration = replace(calibration, extrapolation=extrapolation_tables)
         curves = _context_curves(data, runs_np, keys, contexts)
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
-        model.metadata = {
+        metadata = {
             "format": FORMAT,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seed": seed,
@@ -479,16 +486,14 @@ class RuntimeModel:
             "n_contexts": int(n_ctx),
             "min_scale_out": int(frame["scale_out"].min()),
             "newest_run_id": newest,
-            "noise_sd": noise_sd,
             "train_seconds": round(time.monotonic() - started, 3),
             "members": member_stats,
             "config": {k: v for k, v in cfg.__dict__.items() if k != "device"},
             # what extrapolation.signals compares a context with
             "domain": training_domain(ordered),
             "curves": curves,
-            **calibration,
         }
-        return model
+        return cls(params, architecture, schema, metadata, calibration)
 
     # ------------------------------------------------------------------ fine-tuning
     def finetune(self, context_runs: pd.DataFrame) -> RuntimeModel:
@@ -509,7 +514,7 @@ class RuntimeModel:
         if model is not self:
             return model.finetune(context_runs)
         h0 = self._base_h(ctx)  # [M, N_BASIS]
-        outside = self._band_sources(signals(self.metadata.get("domain"), ctx))[2]
+        outside = self._band_sources(signals(self.metadata["domain"], ctx))[2]
         ns = frame["scale_out"].to_numpy()
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
         fit = fit_context(
@@ -579,23 +584,24 @@ class RuntimeModel:
     @property
     def _likelihood_sd(self) -> float:
         """Fine-tuning's likelihood width (calibrated; the residual correction's noise too)."""
-        return float(self.metadata["likelihood_sd"])
+        return float(self.calibration.fine_tuning.likelihood_sd)
 
     @property
     def _correction(self) -> tuple[float, float] | None:
         """The residual correction's (amplitude, length); None where calibration chose none (or
         had no out-of-fold data to choose from)."""
-        setting = self.metadata.get("residual_correction") or {}
-        if not setting or float(setting["amplitude"]) <= 0:
+        setting = self.calibration.fine_tuning.residual_correction
+        if setting is None or setting[0] <= 0:
             return None
-        return float(setting["amplitude"]), float(setting["length"])
+        return setting
 
     @property
     def _smallest_max(self) -> float:
-        return float((self.metadata.get("calibration") or {}).get("smallest_max_scale_out", 0.0))
+        tables = self.calibration.tables
+        return 0.0 if tables is None else tables.smallest_max_scale_out
 
     def _prior_covariance(self) -> np.ndarray:
-        cov = self.metadata.get("prior_covariance")
+        cov = self.calibration.fine_tuning.prior_covariance
         n_basis = self.params["head.bias"].shape[1]
         if cov is None:  # a single training context: no out-of-fold data to estimate it from
             return np.eye(n_basis) * DEFAULT_PRIOR_SD**2
@@ -691,7 +697,7 @@ class RuntimeModel:
 
     def extrapolation(self, context: Mapping[str, object]) -> Extrapolation:
         """What ``context`` asks this model to extrapolate in (see model/extrapolation.py)."""
-        return signals(self.metadata.get("domain"), self._normalise(context))
+        return signals(self.metadata["domain"], self._normalise(context))
 
     def predict_band(
         self, context: Mapping[str, object], scale_outs: Sequence[int], confidence: float = 0.9
@@ -719,7 +725,7 @@ class RuntimeModel:
         model = self._for_job(str(ctx["job_type"]))
         if model is not self:
             return model.band(context, scale_outs, requested)
-        ext = signals(self.metadata.get("domain"), ctx)
+        ext = signals(self.metadata["domain"], ctx)
         ns = _scale_outs(scale_outs)
         network, mean = self._log_curves(ctx, ns)
         tuned = self._is_tuned_for(ctx)
@@ -728,15 +734,13 @@ class RuntimeModel:
         observed = self.observed_scale_outs if tuned else ()
         k = min(self.tuned_points if tuned else 0, MAX_K)
         sources, calibrated_for, outside = self._band_sources(ext)
-        honoured = min([requested, *(max_confidence(meta, k, environment) for meta in sources)])
+        honoured = min([requested, *(max_confidence(cal, k, environment) for cal, _ in sources)])
         bounds = []
-        for meta in sources:
+        for cal, distance_scaled in sources:
             # outside a trained range the error grows with the distance (numeric tables hold
             # residuals divided by their held-out contexts' distance_scale)
-            scale = ext.distance_scale if outside and meta.get("distance_scaled", True) else 1.0
-            bounds.append(
-                self._quantiles(meta, k, honoured, ns, environment, observed, tuned, scale, outside)
-            )
+            scale = ext.distance_scale if outside and distance_scaled else 1.0
+            bounds.append(self._quantiles(cal, k, honoured, ns, environment, observed, tuned, scale, outside))
         # the widest bound of the calibrations that answer
         lo_q = np.minimum.reduce([lo for lo, _ in bounds])
         hi_q = np.maximum.reduce([hi for _, hi in bounds])
@@ -766,32 +770,32 @@ class RuntimeModel:
             calibrated_for,
         )
 
-    def _band_sources(self, ext: Extrapolation) -> tuple[list[Mapping[str, Any]], str, bool]:
-        """The calibrations whose tables answer for a context (the widest of them per bound), what
-        they were measured on, and whether the context lies outside the training data (its bounds
-        then grow with its distance beyond the trained ranges)."""
-        if self.metadata.get("calibrated_for") == "unseen job type":
-            return [self.metadata], "job types held out whole", False
+    def _band_sources(self, ext: Extrapolation) -> tuple[list[tuple[Calibration, bool]], str, bool]:
+        """The calibrations whose tables answer for a context (the widest of them per bound), each
+        with whether its bounds grow with the context's distance beyond the trained ranges, what
+        they were measured on, and whether the context lies outside the training data."""
+        own = self.calibration
+        if own.unseen_job_type:
+            return [(own, True)], "job types held out whole", False
         if not ext.kinds:
-            return [self.metadata], "contexts like the training contexts", False
-        tables = self.metadata.get(EXTRAPOLATION) or {}
+            return [(own, True)], "contexts like the training contexts", False
+        extrapolation = own.extrapolation or ExtrapolationTables(held_out=())
+        tables = extrapolation.tables
         # a kind whose calibration held out too few contexts cannot say how far off a new one is
         enough = {
             kind
-            for kind in ("categorical", "numeric")
-            if tables.get(kind) and int(tables[kind]["calibration"].get("n", 0)) >= MIN_HELD_OUT_CONTEXTS
+            for kind in EXTRAPOLATION_KINDS
+            if tables.get(kind) and tables[kind].n >= MIN_HELD_OUT_CONTEXTS
         }
         # (a kind of extrapolation training had no variation in: the other kind's tables)
         kinds = sorted(ext.kinds & enough) or sorted(enough)
         if kinds:
             sources = [
-                {
-                    "calibration": tables[kind]["calibration"],
-                    "noise_sd": self.metadata.get("noise_sd", 0.05),
+                (
+                    own.answering(tables[kind], extrapolation.groups(kind)),
                     # (a numeric extrapolation no numeric table answers grows with its distance too)
-                    "distance_scaled": kind == "numeric" or "numeric" not in kinds,
-                    "groups": sum(1 for held, _ in tables.get("held_out", []) if held == kind) or None,
-                }
+                    kind == "numeric" or "numeric" not in kinds,
+                )
                 for kind in kinds
             ]
             described = f"contexts held out whole ({', '.join(kinds)})"
@@ -799,20 +803,20 @@ class RuntimeModel:
             if unmeasured:
                 # a new value of a property no held-out group varied: the uncalibrated band too
                 # (its Gaussian, not multiplied by the distance: the tables account for that)
-                sources.append({"noise_sd": self.metadata.get("noise_sd", 0.05), "distance_scaled": False})
+                sources.append((own.answering(None), False))
                 described += f"; uncalibrated for a new {', '.join(unmeasured)} (one value in training)"
             return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
         return (
-            [self.metadata, {"noise_sd": self.metadata.get("noise_sd", 0.05)}],
+            [(own, True), (own.answering(None), True)],
             "uncalibrated: too few contexts to hold out whole",
             True,
         )
 
     def _quantiles(
         self,
-        metadata: Mapping[str, Any],
+        calibration: Calibration,
         k: int,
         confidence: float,
         ns: np.ndarray,
@@ -822,11 +826,11 @@ class RuntimeModel:
         distance_scale: float = 1.0,
         outside: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper log offsets of the band from ``metadata``'s tables, widened on both
+        """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
         sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
         lies outside the training data (its check counts at every scale-out)."""
-        lo_q, hi_q = residual_quantiles(metadata, k, confidence, ns, environment, observed)
+        lo_q, hi_q = residual_quantiles(calibration, k, confidence, ns, environment, observed)
         if outside:
             lo_q, hi_q = widened(lo_q, hi_q, distance_scale)
         if tuned and self.check_count >= MIN_CHECKS:
@@ -836,7 +840,7 @@ class RuntimeModel:
             # scaled-inverse-χ² posterior with PRIOR_CHECKS pseudo-residuals): wider for a context
             # unlike the training data, tighter for one its runs show to be predictable. (The
             # check is measured on the context itself: the distance does not multiply it.)
-            prior = table_scale(metadata, k - 1, environment) * distance_scale
+            prior = table_scale(calibration, k - 1, environment) * distance_scale
             if 0 < prior < math.inf:
                 m = self.check_count
                 factor = math.sqrt(
@@ -860,6 +864,7 @@ class RuntimeModel:
             **self.architecture,
             "schema": self.schema.to_dict(),
             "metadata": self.metadata,
+            "calibration": self.calibration.to_dict(),
             "tuned": None if self.tuned is None else self.tuned.to_dict(),
         }
         return save(tensors, metadata={"bellamy": json.dumps(header, default=_json_default)})
@@ -899,9 +904,13 @@ class RuntimeModel:
             if (header["tuned"] is None) != (delta is None):
                 raise ValueError("a fine-tuned model has a delta tensor and a tuned context, or neither")
             tuned = None if delta is None else TunedContext.from_dict(header["tuned"], delta)
+            calibration = Calibration.from_dict(header["calibration"])
+            metadata = header["metadata"]
+            if not isinstance(metadata, dict):
+                raise ValueError(f"metadata is {type(metadata).__name__}, not a mapping")
         except (KeyError, ValueError, TypeError) as exc:
             raise ModelFileError(f"{source}: model file is inconsistent ({exc})") from None
-        return cls(tensors, architecture, schema, header["metadata"], tuned)
+        return cls(tensors, architecture, schema, metadata, calibration, tuned)
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
@@ -1001,25 +1010,23 @@ def _calibrated(
     rng: np.random.Generator,
     deadline: float | None,
     environments: list[str | None],
-) -> dict[str, Any]:
+) -> Calibration:
     """``calibrate`` on the members' out-of-fold predictions; the fine-tuning likelihood width is
     the members' training misfit where calibration has no better choice."""
     likelihood_sd = max(noise_sd, _training_rms(h_members, data, folds))
-    return {
-        "likelihood_sd": likelihood_sd,
-        **calibrate(
-            h_members,
-            folds,
-            data.ctx_index,
-            data.basis,
-            data.log_y,
-            data.scale_out,
-            likelihood_sd,
-            rng,
-            deadline,
-            environments,
-        ),
-    }
+    return calibrate(
+        h_members,
+        folds,
+        data.ctx_index,
+        data.basis,
+        data.log_y,
+        data.scale_out,
+        likelihood_sd,
+        rng,
+        deadline,
+        environments,
+        noise_sd=noise_sd,
+    )
 
 
 def _unseen_job_calibration(
@@ -1033,7 +1040,7 @@ def _unseen_job_calibration(
     environments: list[str | None],
     train_deadline: float | None,
     deadline: float | None,
-) -> dict[str, Any]:
+) -> Calibration:
     """What the model's answers for a job type it never saw are worth: a second ensemble whose
     members each hold out whole job types, calibrated like the first (fine-tuning prior,
     likelihood width, residual correction, band tables). The ensemble itself is dropped: the
@@ -1063,10 +1070,11 @@ def _unseen_job_calibration(
             for m, fold in enumerate(folds)
         ]
     )
-    return {
-        "job_folds": [sorted({names[c] for c in fold}) for fold in folds],
-        **_calibrated(h_members, folds, runs_np, noise_sd, rng, deadline, environments),
-    }
+    return replace(
+        _calibrated(h_members, folds, runs_np, noise_sd, rng, deadline, environments),
+        unseen_job_type=True,
+        job_folds=tuple(tuple(sorted({names[c] for c in fold})) for fold in folds),
+    )
 
 
 def _extrapolation_calibration(
@@ -1075,21 +1083,21 @@ def _extrapolation_calibration(
     runs_np: _RunsArrays,
     contexts: Sequence[Mapping[str, str | float]],
     held_out: list[tuple[str, np.ndarray]],
-    calibration: Mapping[str, Any],
+    calibration: Calibration,
     cfg: TrainingConfig,
     seed: int,
     rng: np.random.Generator,
     environments: list[str | None],
     train_deadline: float | None,
     deadline: float | None,
-) -> dict[str, Any]:
+) -> ExtrapolationTables:
     """What the model's bands are worth outside its training data: a third ensemble whose members
     each hold out a whole group of contexts (a machine type, an environment, the ends of a
     numeric range; ``extrapolation.held_out_folds``), calibrated per kind of group with the
     model's own fine-tuning settings (so the tables measure what the model will do). Each
     out-of-fold context's residuals are divided by its ``Extrapolation.distance_scale`` beyond its
     member's training ranges (normalised scores: a band multiplies them back by its own context's). The
-    ensemble is dropped; the tables stay, under ``extrapolation``.
+    ensemble is dropped; the tables stay (``Calibration.extrapolation``).
 
     The first ensemble's folds hold out contexts whose machine type and input sizes other folds
     still show: those tables are too narrow for a context from elsewhere (docs/model.md, "Behind
@@ -1128,24 +1136,20 @@ def _extrapolation_calibration(
             UNSEEN_VALUE_PRIOR if view.unknown_properties(c) else OTHER_ENVIRONMENT_PRIOR for c in held
         ]
     h_members = inference.log_weights(params, vectors, mask)
-    settings = {
-        key: calibration[key]
-        for key in ("prior_covariance", "likelihood_sd", "residual_correction")
-        if key in calibration
-    }
-    out: dict[str, Any] = {"held_out": [[kind, len(fold)] for kind, fold in held_out]}
-    for kind in ("categorical", "numeric"):
+    settings = calibration.fine_tuning
+    tables = {}
+    for kind in EXTRAPOLATION_KINDS:
         mine = [fold if k == kind else fold[:0] for k, fold in held_out]
         if not any(len(f) for f in mine):
             continue
-        out[kind] = calibrate(
+        measured = calibrate(
             h_members,
             mine,
             runs_np.ctx_index,
             runs_np.basis,
             runs_np.log_y,
             runs_np.scale_out,
-            float(calibration["likelihood_sd"]),
+            float(settings.likelihood_sd),
             rng,
             deadline,
             environments,
@@ -1154,8 +1158,19 @@ def _extrapolation_calibration(
             # were: only numeric extrapolation grows with its distance
             fold_scales=scales if kind == "numeric" else None,
             other_priors=other_priors,
-        )
-    return out
+            noise_sd=calibration.noise_sd,
+        ).tables
+        if measured is not None:
+            tables[kind] = measured
+    return ExtrapolationTables(held_out=tuple((kind, len(fold)) for kind, fold in held_out), tables=tables)
+
+
+def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
+    """A calibration's out-of-fold mean relative error per k, keyed "0".."5" (as retraining's
+    metrics report it)."""
+    if calibration.tables is None:
+        return None
+    return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
 
 
 def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:

@@ -14,6 +14,7 @@ import pytest
 from airflow_provider_bellamy.benchmarks.common import with_context_ids
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import RuntimeModel
+from airflow_provider_bellamy.model.calibration import Calibration
 from airflow_provider_bellamy.model.extrapolation import held_out_folds, signals, training_domain
 from tests.model.conftest import FAST
 
@@ -26,7 +27,7 @@ TRAINED = [
 
 def test_a_context_inside_the_training_data_has_no_signal() -> None:
     ext = signals(training_domain(TRAINED), {**TRAINED[0], "data_size_mb": 2000.0})
-    assert ext.known and not ext.extrapolating and ext.sentence() == "" and ext.decades == 0.0
+    assert not ext.extrapolating and ext.sentence() == "" and ext.decades == 0.0
 
 
 def test_unseen_value_and_number_below_the_range_in_one_sentence() -> None:
@@ -64,11 +65,6 @@ def test_a_huge_number_lies_far_outside_and_serialises() -> None:
     )
     assert ext.decades > 300
     assert json.loads(json.dumps(ext.to_dict()))["kinds"] == ["numeric"]
-
-
-def test_a_model_without_a_domain_says_it_cannot_tell() -> None:
-    ext = signals(None, TRAINED[0])
-    assert not ext.known and not ext.extrapolating and "predates" in ext.sentence()
 
 
 def test_held_out_folds_hold_out_whole_values_and_range_ends() -> None:
@@ -136,7 +132,8 @@ def test_an_inside_context_keeps_its_band_bit_for_bit(sort: SortCase) -> None:
 
 def test_a_held_out_machine_type_gets_a_calibrated_wider_band_that_covers(sort: SortCase) -> None:
     model, test = sort.model, sort.test
-    assert model.metadata["extrapolation"]["categorical"]["calibration"]["n"] >= 5
+    assert model.calibration.extrapolation is not None
+    assert model.calibration.extrapolation.tables["categorical"].n >= 5
     covered: list[bool] = []
     for _, runs in test.groupby("context_id"):
         ctx = runs.iloc[0].to_dict()
@@ -223,7 +220,7 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     untuned = model.band(ctx, [8, 10], 0.9)
     assert untuned.calibrated_for.startswith("uncalibrated")
     z = NormalDist().inv_cdf(0.9)
-    sd = gaussian_sd(model.metadata)
+    sd = gaussian_sd(model.calibration)
     # the widest of the Gaussian and the model's own tables (two contexts, one held out by each member)
     assert np.all(np.log(untuned.upper / untuned.mean) >= z * sd - 1e-9)
     picked = ctx_runs.drop_duplicates("scale_out")
@@ -284,22 +281,38 @@ def test_the_distance_is_counted_in_widths_of_the_trained_range() -> None:
 def _biased_tables(model: RuntimeModel, shift: float) -> RuntimeModel:
     """``model`` with its extrapolation tables shifted so every residual lies above the curve (a
     calibration whose held-out contexts the model all under-predicted)."""
-    import copy
+    from dataclasses import replace
 
-    metadata = copy.deepcopy(model.metadata)
-    for kind in ("categorical", "numeric"):
-        cal = metadata["extrapolation"][kind]["calibration"]
-        for tables in [cal["quantiles"], *(e["quantiles"] for e in cal["environments"].values())]:
-            for per_bucket in tables.values():
-                for bucket, table in per_bucket.items():
-                    per_bucket[bucket] = [v - table[0] + shift for v in table]
-    return RuntimeModel(model.params, model.architecture, model.schema, metadata)
+    from airflow_provider_bellamy.model.calibration import QuantileTables
+
+    def shifted(per_k: tuple[QuantileTables, ...]) -> tuple[QuantileTables, ...]:
+        return tuple(
+            QuantileTables(
+                {bucket: tuple(v - table[0] + shift for v in table) for bucket, table in t.quantiles.items()},
+                t.counts,
+            )
+            for t in per_k
+        )
+
+    extrapolation = model.calibration.extrapolation
+    assert extrapolation is not None
+    tables = {
+        kind: replace(
+            cal,
+            per_k=shifted(cal.per_k),
+            environments={env: shifted(per_k) for env, per_k in cal.environments.items()},
+        )
+        for kind, cal in extrapolation.tables.items()
+    }
+    calibration = replace(model.calibration, extrapolation=replace(extrapolation, tables=tables))
+    return RuntimeModel(model.params, model.architecture, model.schema, model.metadata, calibration)
 
 
-def _answering(model: RuntimeModel, band: Any) -> dict[str, Any]:
+def _answering(model: RuntimeModel, band: Any) -> Calibration:
     """The extrapolation calibration that answered for ``band`` (one kind)."""
     kind = band.calibrated_for.removeprefix("contexts held out whole (").removesuffix(")")
-    return {"calibration": model.metadata["extrapolation"][kind]["calibration"]}
+    assert model.calibration.extrapolation is not None
+    return model.calibration.answering(model.calibration.extrapolation.tables[kind])
 
 
 def test_a_one_sided_table_out_of_range_still_brackets_the_prediction(sort: SortCase) -> None:
@@ -410,6 +423,6 @@ def test_a_new_value_of_a_property_that_never_varied_gets_the_uncalibrated_band_
     band = model.band(elsewhere, [2, 4, 8], 0.9)
     assert "uncalibrated for a new environment" in band.calibrated_for
     assert "uncalibrated" not in known.calibrated_for
-    half = NormalDist().inv_cdf(0.9) * gaussian_sd(model.metadata)
+    half = NormalDist().inv_cdf(0.9) * gaussian_sd(model.calibration)
     assert np.all(np.log(band.upper / band.mean) >= half - 1e-9)
     assert np.all(np.log(band.mean / band.lower) >= half - 1e-9)

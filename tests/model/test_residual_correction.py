@@ -67,13 +67,15 @@ def test_no_correction_from_runs_at_one_scale_out_or_at_zero_amplitude() -> None
 def test_calibration_keeps_the_correction_that_predicts_out_of_fold_runs_best(
     grep_model: RuntimeModel,
 ) -> None:
-    scores = grep_model.metadata["residual_correction_scores"]
+    fine_tuning = grep_model.calibration.fine_tuning
+    scores = fine_tuning.residual_correction_scores
     assert set(scores) == {f"{a}/{length}" for a, length in CORRECTIONS}
-    best = min(scores, key=scores.get)
-    chosen = grep_model.metadata["residual_correction"]
+    best = min(scores, key=scores.__getitem__)
+    assert fine_tuning.residual_correction is not None
+    chosen_amplitude, chosen_length = fine_tuning.residual_correction
     amplitude, length = (float(v) for v in best.split("/"))
-    assert chosen["length"] == length
-    np.testing.assert_allclose(chosen["amplitude"], amplitude * grep_model.metadata["likelihood_sd"])
+    assert chosen_length == length
+    np.testing.assert_allclose(chosen_amplitude, amplitude * fine_tuning.likelihood_sd)
 
 
 def test_a_curve_outside_both_families_is_followed_where_the_context_has_runs(
@@ -91,8 +93,11 @@ def test_a_curve_outside_both_families_is_followed_where_the_context_has_runs(
     ns = np.array([4, 16, 28, 40, 52])
     tuned = grep_model.finetune(pd.DataFrame([ctx] * len(ns)).assign(scale_out=ns, runtime_s=curve(ns)))
     corrected, plain = copy.copy(tuned), copy.copy(tuned)
-    corrected.metadata = {**tuned.metadata, "residual_correction": {"amplitude": 0.2, "length": 0.35}}
-    plain.metadata = {k: v for k, v in tuned.metadata.items() if k != "residual_correction"}
+    fine_tuning = tuned.calibration.fine_tuning
+    corrected.calibration = replace(
+        tuned.calibration, fine_tuning=replace(fine_tuning, residual_correction=(0.2, 0.35))
+    )
+    plain.calibration = replace(tuned.calibration, fine_tuning=replace(fine_tuning, residual_correction=None))
     between = np.array([20, 24, 32, 36, 44])
     error = {
         name: np.abs(np.log(model.predict(ctx, between) / curve(between))).mean()
@@ -102,8 +107,8 @@ def test_a_curve_outside_both_families_is_followed_where_the_context_has_runs(
     np.testing.assert_allclose(corrected.predict(ctx, [1000]), plain.predict(ctx, [1000]), rtol=1e-6)
     # the context's own leave-one-scale-out check measures the corrected curve: smaller errors
     general = {name: copy.copy(grep_model) for name in ("corrected", "plain")}
-    general["corrected"].metadata = corrected.metadata
-    general["plain"].metadata = plain.metadata
+    general["corrected"].calibration = corrected.calibration
+    general["plain"].calibration = plain.calibration
     runs = pd.DataFrame([ctx] * len(ns)).assign(scale_out=ns, runtime_s=curve(ns))
     checks = {name: model.finetune(runs) for name, model in general.items()}
     assert checks["corrected"].check_count == checks["plain"].check_count >= 3

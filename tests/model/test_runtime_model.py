@@ -11,7 +11,6 @@ from airflow_provider_bellamy.benchmarks.common import draw_points, with_context
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.model import ErnestModel, RuntimeModel, TrainingConfig
-from airflow_provider_bellamy.model.runtime_model import UNSEEN_JOB
 
 from .conftest import FAST
 
@@ -90,6 +89,7 @@ def test_save_load_round_trip_is_bit_identical(
         ):
             np.testing.assert_array_equal(a, b)
         assert loaded.metadata == model.metadata
+        assert loaded.calibration == model.calibration
     assert RuntimeModel.from_bytes(tuned.to_bytes()).tuned_points == tuned.tuned_points
 
 
@@ -257,8 +257,8 @@ def test_a_model_of_several_job_types_fine_tunes_one_it_never_saw(
 
 
 def _without_unseen_job_calibration(model: RuntimeModel) -> RuntimeModel:
-    metadata = {k: v for k, v in model.metadata.items() if k != UNSEEN_JOB}
-    return RuntimeModel(model.params, model.architecture, model.schema, metadata)
+    calibration = replace(model.calibration, unseen_job=None)
+    return RuntimeModel(model.params, model.architecture, model.schema, model.metadata, calibration)
 
 
 def _coverage_after_one_run(model: RuntimeModel, runs: pd.DataFrame) -> float:
@@ -282,12 +282,13 @@ def test_a_job_type_the_model_never_saw_gets_bands_measured_on_job_types_held_ou
     bands are what a known job type's new context needs: far too narrow for a job type no run
     showed. Pre-training also calibrates on members that each never saw one job type, and a new
     job type is tuned and banded with that calibration; the job types it knows keep their own."""
-    unseen = grep_sgd_model.metadata[UNSEEN_JOB]
-    assert sorted(unseen["job_folds"]) == [["grep"], ["sgd"]]  # every job type held out, whole
+    unseen = grep_sgd_model.calibration.unseen_job
+    assert unseen is not None
+    assert sorted(map(list, unseen.job_folds)) == [["grep"], ["sgd"]]  # every job type held out, whole
     assert grep_sgd_model.unseen_job_type_mre is not None
     # a job held out whole is harder than a new context of a known one, one run or five
     for k in ("1", "5"):
-        assert grep_sgd_model.unseen_job_type_mre[k] > grep_sgd_model.metadata["validation_mre"][k]
+        assert grep_sgd_model.unseen_job_type_mre[k] > grep_sgd_model.validation_mre[k]  # type: ignore[index]
     own = _without_unseen_job_calibration(grep_sgd_model)
     grep = c3o_runs[c3o_runs["job_type"] == "grep"]
     grep_context = grep[grep["context_id"] == grep["context_id"].iloc[0]].drop(columns=["context_id"])
@@ -309,19 +310,91 @@ def test_a_model_tuned_to_a_new_job_type_keeps_its_calibration_through_the_store
     sort = c3o_runs[c3o_runs["job_type"] == "sort"]
     runs = sort[sort["context_id"] == sort["context_id"].iloc[0]].drop(columns=["context_id"])
     tuned = grep_sgd_model.finetune(runs.iloc[:1])
-    assert tuned.metadata["calibrated_for"] == "unseen job type"
+    assert tuned.calibration.unseen_job_type
     loaded = RuntimeModel.from_bytes(tuned.to_bytes())
     ctx = runs.iloc[0].to_dict()
     np.testing.assert_allclose(loaded.predict_band(ctx, [2, 6, 12]), tuned.predict_band(ctx, [2, 6, 12]))
 
 
+def test_the_typed_calibration_round_trips_through_the_model_file(grep_sgd_model: RuntimeModel) -> None:
+    """Every part of the calibration (fine-tuning's settings, the per-k tables, the environments',
+    the unseen-job calibration, the extrapolation tables per kind) reads back as it was written."""
+    import json
+
+    from airflow_provider_bellamy.model.calibration import MAX_K, Calibration
+
+    cal = grep_sgd_model.calibration
+    assert cal.tables is not None and len(cal.tables.per_k) == MAX_K + 1
+    assert cal.unseen_job is not None and cal.unseen_job.unseen_job_type and not cal.unseen_job_type
+    assert cal.extrapolation is not None and cal.extrapolation.tables
+    assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+    loaded = RuntimeModel.from_bytes(grep_sgd_model.to_bytes())
+    assert loaded.calibration == cal and loaded.metadata == grep_sgd_model.metadata
+    assert loaded.validation_mre == grep_sgd_model.validation_mre is not None
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (
+            ("tables", "per_k", 1, "quantiles", "far"),
+            [0.0] * 200,
+            r"calibration\.tables\.per_k\[1\]\.quantiles\.far",
+        ),
+        (("tables", "per_k", 0, "counts", "near"), 0, r"calibration\.tables\.per_k\[0\]\.counts\.near = 0"),
+        (("tables", "validation_mre"), [0.1] * 5, r"calibration\.tables\.validation_mre"),
+        (("tables", "n"), None, r"calibration\.tables\.n is missing"),
+        (("fine_tuning", "likelihood_sd"), -0.1, r"calibration\.fine_tuning\.likelihood_sd = -0\.1"),
+        (("fine_tuning", "residual_correction"), [0.1], r"calibration\.fine_tuning\.residual_correction"),
+        (("fine_tuning", "prior_covariance"), [[1.0, 0.0]], r"calibration\.fine_tuning\.prior_covariance"),
+        (("noise_sd",), "0.05", r"calibration\.noise_sd = '0\.05' is not a number"),
+        (
+            ("unseen_job", "tables", "smallest_max_scale_out"),
+            float("nan"),
+            r"calibration\.unseen_job\.tables",
+        ),
+        (
+            ("extrapolation", "tables", "categorical", "environments"),
+            [],
+            r"calibration\.extrapolation\.tables\.categorical\.environments",
+        ),
+        (("extrapolation", "held_out"), [["sideways", 3]], r"calibration\.extrapolation\.held_out"),
+    ],
+)
+def test_a_model_file_with_a_corrupted_calibration_is_refused_naming_the_field(
+    grep_sgd_model: RuntimeModel, path: tuple, value: object, field: str
+) -> None:
+    """The calibration is read in one place (``Calibration.from_dict``): a table of the wrong
+    length, an empty bucket, a missing count, a negative width, a malformed correction or matrix,
+    a string for a number, a NaN, an unknown kind are each refused, naming the file and the field."""
+    import json
+
+    from safetensors.numpy import load, save
+
+    data = grep_sgd_model.to_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(json.loads(data[8 : 8 + size])["__metadata__"]["bellamy"])
+    RuntimeModel.from_bytes(save(load(data), metadata={"bellamy": json.dumps(header)}))  # as written: read
+    parent = header["calibration"]
+    for key in path[:-1]:
+        parent = parent[key]
+    if value is None:
+        del parent[path[-1]]
+    else:
+        parent[path[-1]] = value
+    with pytest.raises(ModelFileError, match=rf"broken\.safetensors: model file is inconsistent \({field}"):
+        RuntimeModel.from_bytes(
+            save(load(data), metadata={"bellamy": json.dumps(header)}), source="broken.safetensors"
+        )
+
+
 def test_the_unseen_job_calibration_is_a_second_pass_only_where_it_can_be_measured(
     grep_model: RuntimeModel, c3o_runs: pd.DataFrame
 ) -> None:
-    assert UNSEEN_JOB not in grep_model.metadata  # one job type: nothing to hold out
+    assert grep_model.calibration.unseen_job is None  # one job type: nothing to hold out
     two = c3o_runs[c3o_runs["job_type"].isin(["grep", "sort"])].drop(columns=["context_id"])
     skipped = RuntimeModel.pretrain(two, config=FAST, unseen_job_types=False)
-    assert UNSEEN_JOB not in skipped.metadata
+    assert skipped.calibration.unseen_job is None
 
 
 def test_a_context_unlike_the_training_data_switches_to_its_own_parametric_curve(
@@ -390,8 +463,9 @@ def test_scale_outs_near_a_tuned_one_get_the_near_table_and_the_others_the_far_o
     context gets the near table within 1.5 × of its run, the far one beyond."""
     from airflow_provider_bellamy.model.calibration import residual_quantiles
 
-    tables = grep_model.metadata["calibration"]["quantiles"]["1"]
-    counts = grep_model.metadata["calibration"]["counts"]["1"]
+    assert grep_model.calibration.tables is not None
+    tables = grep_model.calibration.tables.per_k[1].quantiles
+    counts = grep_model.calibration.tables.per_k[1].counts
     assert counts["near"] + counts["far"] == counts["others"] and min(counts["near"], counts["far"]) >= 20
 
     own = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
@@ -399,9 +473,9 @@ def test_scale_outs_near_a_tuned_one_get_the_near_table_and_the_others_the_far_o
     ctx = one.iloc[0].to_dict()
     tuned = grep_model.finetune(one)
     mean, lo, hi = tuned.predict_band(ctx, [6, 12], 0.9)  # 1.5 × and 3 × the run's scale-out
-    near = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6]), observed=[4])
-    far = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([12]), observed=[4])
-    pooled = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6, 12]))
+    near = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([6]), observed=[4])
+    far = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([12]), observed=[4])
+    pooled = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([6, 12]))
     np.testing.assert_allclose(np.log(hi / mean), [near[1][0], far[1][0]])
     np.testing.assert_allclose(np.log(lo / mean), [near[0][0], far[0][0]])
     assert abs(near[1][0] - far[1][0]) > 1e-3 and tables["near"] != tables["far"]
@@ -410,8 +484,7 @@ def test_scale_outs_near_a_tuned_one_get_the_near_table_and_the_others_the_far_o
 
 def test_the_far_band_grows_with_the_log_distance_from_the_tuned_scale_outs(grep_model: RuntimeModel) -> None:
     """Far residuals are kept in units of their log distance (log 1.5 = 1): a scale-out 4 × away
-    gets the far table's bound × log 4 / log 1.5, one 16 × away twice that. A model calibrated
-    before the scaling (no ``far_scaled``) keeps one far bound at every distance."""
+    gets the far table's bound × log 4 / log 1.5, one 16 × away twice that."""
     from airflow_provider_bellamy.model.calibration import (
         NEAR_FACTOR,
         _bucket_tables,
@@ -419,16 +492,10 @@ def test_the_far_band_grows_with_the_log_distance_from_the_tuned_scale_outs(grep
         residual_quantiles,
     )
 
-    assert grep_model.metadata["calibration"]["far_scaled"] is True
-    lo, hi = residual_quantiles(grep_model.metadata, 1, 0.9, np.array([6, 16, 64]), observed=[4])
+    lo, hi = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([6, 16, 64]), observed=[4])
     unit = np.log(np.array([4.0, 16.0])) / np.log(NEAR_FACTOR)
     np.testing.assert_allclose(hi[1:], hi[1] / unit[0] * unit)
     np.testing.assert_allclose(lo[1:], lo[1] / unit[0] * unit)
-    old = copy.deepcopy(grep_model.metadata)
-    del old["calibration"]["far_scaled"]
-    old_lo, old_hi = residual_quantiles(old, 1, 0.9, np.array([6, 16, 64]), observed=[4])
-    assert old_hi[1] == old_hi[2] and old_lo[1] == old_lo[2]
-    np.testing.assert_array_equal(old_hi[0], hi[0])  # the near bound does not move
 
     # calibration side: residuals proportional to the distance make a far table of one value
     distance = log_distance(np.array([6, 9, 16, 32, 64] * 30), np.array([4]))
@@ -451,7 +518,7 @@ def test_a_contexts_band_follows_its_own_leave_one_scale_out_errors(
     ns = np.array([4, 6, 8, 10, 12])
     smooth = own.groupby("scale_out")["runtime_s"].median().loc[ns].to_numpy()  # the context's own curve
     test_ns = [5, 7, 9, 11]
-    table_hi = residual_quantiles(grep_model.metadata, 5, 0.9, np.array(test_ns))[1]
+    table_hi = residual_quantiles(grep_model.calibration, 5, 0.9, np.array(test_ns))[1]
     widths = {}
     for name, runtimes in (("smooth", smooth), ("erratic", smooth * np.array([1.5, 0.7, 1.4, 0.65, 1.5]))):
         tuned = grep_model.finetune(pd.DataFrame([ctx] * 5).assign(scale_out=ns, runtime_s=runtimes))
@@ -487,7 +554,8 @@ def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables
         )
     ]
     model = RuntimeModel.pretrain(runs.drop(columns=["context_id"]), seed=0, config=FAST)
-    envs = model.metadata["calibration"]["environments"]
+    assert model.calibration.tables is not None
+    envs = model.calibration.tables.environments
     assert set(envs) == {"aws-emr", "onprem"}
 
     ctx = _context(grep_runs)
@@ -498,7 +566,7 @@ def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables
         return np.log(hi / mean)
 
     assert np.all(width("onprem") > 1.5 * width("aws-emr"))
-    pooled = residual_quantiles(model.metadata, 0, 0.9, np.array(ns))[1]
+    pooled = residual_quantiles(model.calibration, 0, 0.9, np.array(ns))[1]
     # an environment calibration never saw is an extrapolation: the band of contexts held out
     # whole, wider than the pooled tables of the environments it knows
     never = model.band({**ctx, "environment": "a-cluster-never-seen"}, ns, 0.9)
@@ -509,7 +577,8 @@ def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables
         model.params,
         model.architecture,
         model.schema,
-        {**model.metadata, "calibration": {**model.metadata["calibration"], "environments": {}}},
+        model.metadata,
+        replace(model.calibration, tables=replace(model.calibration.tables, environments={})),
     )
     _, _, hi_older = older.predict_band({**ctx, "environment": "onprem"}, ns, 0.9)
     np.testing.assert_allclose(
@@ -533,5 +602,5 @@ def test_a_k_no_calibration_context_could_measure_gets_the_gaussian_band(grep_ru
     properties = context.iloc[0].drop(["context_id", "runtime_s", "scale_out"]).to_dict()
     mean, lower, upper = tuned.predict_band(properties, [2, 4, 8], 0.9)
     assert np.all(np.isfinite(upper)) and np.all(lower <= mean) and np.all(mean <= upper)
-    assert max_confidence(model.metadata, 4) == 1.0  # no table caps it: the Gaussian answers
-    assert gaussian_sd(model.metadata) > 0
+    assert max_confidence(model.calibration, 4) == 1.0  # no table caps it: the Gaussian answers
+    assert gaussian_sd(model.calibration) > 0

@@ -111,6 +111,7 @@ def test_a_context_the_model_knows_is_encoded_and_tuned_as_before(
         grep_model.architecture,
         replace(grep_model.schema, unknown_as_absent=False),
         grep_model.metadata,
+        grep_model.calibration,
     )
     for a, b in zip(grep_model.schema.encode([normalised]), strict.schema.encode([normalised]), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -140,9 +141,9 @@ def test_the_schema_knows_the_values_it_was_trained_with() -> None:
     assert schema.is_known("job_type", "wordcount")  # the job type is always read
     assert schema.distinguishing == {"grep": ["m", "size"], "sort": []}
     assert FeatureSchema.from_dict(schema.to_dict()) == schema
-    # a model from before (no values stored) reads every value
-    old = FeatureSchema.from_dict({"properties": ["m"], "required": {"grep": ["m"]}})
-    assert old.is_known("m", "anything") and not old.unknown_as_absent
+    # a schema without the values it knows (a file from before them) is not read as one
+    with pytest.raises(KeyError):
+        FeatureSchema.from_dict({"properties": ["m"], "required": {"grep": ["m"]}})
 
 
 def test_property_dropout_hides_only_what_is_met_unknown_and_one_value_reads_as_itself() -> None:
@@ -189,7 +190,9 @@ def c3o_kmeans() -> pd.DataFrame:
     return with_context_ids(load_traces("c3o", "kmeans"))
 
 
-@pytest.mark.parametrize("older", ["bellamy-runtime-model/2", "bellamy-runtime-model/3"])
+@pytest.mark.parametrize(
+    "older", ["bellamy-runtime-model/2", "bellamy-runtime-model/3", "bellamy-runtime-model/4"]
+)
 def test_a_model_file_of_an_older_format_is_refused_with_retrain(
     grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str, older: str
 ) -> None:
