@@ -468,6 +468,11 @@ class RuntimeModel:
                 deadline((start + 0.75) * share),
                 deadline((start + 0.95) * share),
             )
+            # the model's own out-of-fold contexts' distance, for its tables standing in where no
+            # kind held out enough contexts (_band_sources)
+            calibration[EXTRAPOLATION]["own_held_out_distance"] = _typical_distance(
+                [d for fold in folds for d in _fold_distances(ordered, fold)]
+            )
         curves = _context_curves(data, runs_np, keys, contexts)
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
         model.metadata = {
@@ -731,9 +736,7 @@ class RuntimeModel:
         honoured = min([requested, *(max_confidence(meta, k, environment) for meta in sources)])
         bounds = []
         for meta in sources:
-            # outside a trained range the error grows with the distance (numeric tables hold
-            # residuals divided by their held-out contexts' distance_scale)
-            scale = ext.distance_scale if outside and meta.get("distance_scaled", True) else 1.0
+            scale = _distance_widening(meta, ext.distance_scale, k) if outside else 1.0
             bounds.append(
                 self._quantiles(meta, k, honoured, ns, environment, observed, tuned, scale, outside)
             )
@@ -788,8 +791,12 @@ class RuntimeModel:
                 {
                     "calibration": tables[kind]["calibration"],
                     "noise_sd": self.metadata.get("noise_sd", 0.05),
-                    # (a numeric extrapolation no numeric table answers grows with its distance too)
+                    # (a numeric extrapolation no numeric table answers grows with its distance too,
+                    # beyond the distance the table's held-out contexts lay at)
                     "distance_scaled": kind == "numeric" or "numeric" not in kinds,
+                    "distance_reference": 1.0
+                    if kind == "numeric"
+                    else float(tables[kind].get("held_out_distance", 1.0)),
                     "groups": sum(1 for held, _ in tables.get("held_out", []) if held == kind) or None,
                 }
                 for kind in kinds
@@ -804,8 +811,11 @@ class RuntimeModel:
             return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
+        # (the model's own tables held out contexts at some distance too; the Gaussian is a guess
+        # of the error before the context has runs, its distance unmeasured: see _distance_widening)
+        own = {**self.metadata, "distance_reference": float(tables.get("own_held_out_distance", 1.0))}
         return (
-            [self.metadata, {"noise_sd": self.metadata.get("noise_sd", 0.05)}],
+            [own, {"noise_sd": self.metadata.get("noise_sd", 0.05), "distance_untuned_only": True}],
             "uncalibrated: too few contexts to hold out whole",
             True,
         )
@@ -1104,6 +1114,7 @@ def _extrapolation_calibration(
     params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
     everyone = np.arange(len(contexts))
     scales = []
+    held_distances: list[list[float]] = []
     # Each held-out context as the model will read and fine-tune a context from elsewhere: a value
     # its member never saw read as unknown (FeatureSchema.encode), and fine-tuned with the prior of
     # a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the member
@@ -1114,8 +1125,8 @@ def _extrapolation_calibration(
     other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
-        domain = training_domain(rest)
-        distances = [signals(domain, contexts[i]).distance_scale for i in fold]
+        distances = _fold_distances(contexts, fold)
+        held_distances.append(distances)
         # (a sign the member never saw has no distance: its residual enters unscaled)
         scales.append(np.array([d if math.isfinite(d) else 1.0 for d in distances]))
         if not schema.unknown_as_absent:
@@ -1155,7 +1166,45 @@ def _extrapolation_calibration(
             fold_scales=scales if kind == "numeric" else None,
             other_priors=other_priors,
         )
+        if out[kind]:
+            # how far outside its member's training data a held-out context of this kind lay: its
+            # unscaled residuals already hold that distance (see RuntimeModel._distance_widening)
+            out[kind]["held_out_distance"] = _typical_distance(
+                [d for f, (k, _) in zip(held_distances, held_out, strict=True) if k == kind for d in f]
+            )
     return out
+
+
+def _distance_widening(source: Mapping[str, Any], distance_scale: float, k: int) -> float:
+    """What a band source's offsets are multiplied by for a context ``distance_scale`` outside
+    the training data, tuned on k points (≥ 1).
+
+    Outside a trained range the error grows with the distance. Numeric tables hold residuals
+    divided by their held-out contexts' distance scale: the whole distance multiplies them back.
+    A table whose residuals are not divided (a machine type held out whole: its memory lay outside
+    its member's range; the model's own out-of-fold contexts) already holds the distance its
+    held-out contexts lay at (``distance_reference``, their median): only the distance beyond it
+    widens it, or it counts twice (C3O leave-machine-type-out: held-out machine types at
+    distance 2-3, a 90 % band covering 97-99.6 %). The uncalibrated Gaussian measured nothing:
+    the distance widens it only before the context has runs (``distance_untuned_only``); from its
+    first run on, its own check updates it (``_quantiles``)."""
+    if not source.get("distance_scaled", True) or (source.get("distance_untuned_only") and k > 0):
+        return 1.0
+    return max(1.0, distance_scale / float(source.get("distance_reference", 1.0)))
+
+
+def _fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
+    """Each of ``fold``'s contexts' ``Extrapolation.distance_scale`` beyond the training data of
+    the member that held it out (every other context)."""
+    rest = [contexts[i] for i in np.setdiff1d(np.arange(len(contexts)), fold)]
+    domain = training_domain(rest)
+    return [signals(domain, contexts[i]).distance_scale for i in fold]
+
+
+def _typical_distance(distances: Sequence[float]) -> float:
+    """The median of the finite distance scales (1: none)."""
+    finite = [d for d in distances if math.isfinite(d)]
+    return float(np.median(finite)) if finite else 1.0
 
 
 def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:
