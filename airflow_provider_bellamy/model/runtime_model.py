@@ -716,7 +716,8 @@ class RuntimeModel:
         scale-out a tuned context was observed at, the band spans both the network's curve and
         the blended one. A context outside the training data (``extrapolation``) takes the tables
         measured on contexts held out the same way (a value never seen, a number beyond the
-        range), symmetric about the prediction and multiplied by its ``distance_scale``. A
+        range), symmetric about the prediction and multiplied by its ``distance_scale`` beyond
+        the distance the tables' held-out contexts lay at (``_distance_widening``). A
         confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
         """
         requested = validate_confidence(confidence)
@@ -772,7 +773,8 @@ class RuntimeModel:
     def _band_sources(self, ext: Extrapolation) -> tuple[list[Mapping[str, Any]], str, bool]:
         """The calibrations whose tables answer for a context (the widest of them per bound), what
         they were measured on, and whether the context lies outside the training data (its bounds
-        then grow with its distance beyond the trained ranges)."""
+        then grow with its distance beyond the trained ranges: ``_distance_widening`` reads each
+        source's ``distance_scaled``, ``distance_reference`` and ``distance_untuned_only``)."""
         if self.metadata.get("calibrated_for") == "unseen job type":
             return [self.metadata], "job types held out whole", False
         if not ext.kinds:
