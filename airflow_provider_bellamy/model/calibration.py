@@ -331,6 +331,11 @@ class ExtrapolationTables:
 
     held_out: tuple[tuple[str, int], ...]
     tables: Mapping[str, BandTables] = field(default_factory=dict)
+    # the median ``Extrapolation.distance_scale`` at which each kind's held-out contexts lay beyond
+    # their member's training data (their unscaled residuals hold it), and the model's own
+    # out-of-fold contexts' (runtime_model.DistanceWidening)
+    held_out_distance: Mapping[str, float] = field(default_factory=dict)
+    own_held_out_distance: float = 1.0
 
     def groups(self, kind: str) -> int | None:
         """How many groups of ``kind`` were held out whole (None: none)."""
@@ -340,6 +345,8 @@ class ExtrapolationTables:
         return {
             "held_out": [[kind, n] for kind, n in self.held_out],
             "tables": {kind: t.to_dict() for kind, t in self.tables.items()},
+            "held_out_distance": dict(self.held_out_distance),
+            "own_held_out_distance": self.own_held_out_distance,
         }
 
     @classmethod
@@ -353,9 +360,20 @@ class ExtrapolationTables:
             raise ValueError(
                 f"{where}.tables is not a mapping of {' or '.join(EXTRAPOLATION_KINDS)} to tables"
             )
+        distances = _field(data, "held_out_distance", where)
+        if not isinstance(distances, Mapping) or set(distances) != set(tables):
+            raise ValueError(
+                f"{where}.held_out_distance = {distances!r} does not name one distance per table"
+            )
         return cls(
             held_out=tuple((kind, _count(n, f"{where}.held_out.{kind}", 1)) for kind, n in held_out),
             tables={kind: BandTables.from_dict(t, f"{where}.tables.{kind}") for kind, t in tables.items()},
+            held_out_distance={
+                kind: _real(d, f"{where}.held_out_distance.{kind}", 1.0) for kind, d in distances.items()
+            },
+            own_held_out_distance=_real(
+                _field(data, "own_held_out_distance", where), f"{where}.own_held_out_distance", 1.0
+            ),
         )
 
 

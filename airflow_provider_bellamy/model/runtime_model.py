@@ -474,7 +474,17 @@ class RuntimeModel:
                 deadline((start + 0.75) * share),
                 deadline((start + 0.95) * share),
             )
-            calibration = replace(calibration, extrapolation=extrapolation_tables)
+            calibration = replace(
+                calibration,
+                extrapolation=replace(
+                    extrapolation_tables,
+                    # the model's own out-of-fold contexts' distance, for its tables standing in
+                    # where no kind held out enough contexts (_band_sources)
+                    own_held_out_distance=_typical_distance(
+                        [d for fold in folds for d in _fold_distances(ordered, fold)]
+                    ),
+                ),
+            )
         curves = _context_curves(data, runs_np, keys, contexts)
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
         metadata = {
@@ -717,7 +727,8 @@ class RuntimeModel:
         scale-out a tuned context was observed at, the band spans both the network's curve and
         the blended one. A context outside the training data (``extrapolation``) takes the tables
         measured on contexts held out the same way (a value never seen, a number beyond the
-        range), symmetric about the prediction and multiplied by its ``distance_scale``. A
+        range), symmetric about the prediction and multiplied by its ``distance_scale`` beyond
+        the distance the tables' held-out contexts lay at (``DistanceWidening``). A
         confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
         """
         requested = validate_confidence(confidence)
@@ -736,10 +747,8 @@ class RuntimeModel:
         sources, calibrated_for, outside = self._band_sources(ext)
         honoured = min([requested, *(max_confidence(cal, k, environment) for cal, _ in sources)])
         bounds = []
-        for cal, distance_scaled in sources:
-            # outside a trained range the error grows with the distance (numeric tables hold
-            # residuals divided by their held-out contexts' distance_scale)
-            scale = ext.distance_scale if outside and distance_scaled else 1.0
+        for cal, widening in sources:
+            scale = widening.factor(ext.distance_scale, k) if outside else 1.0
             bounds.append(self._quantiles(cal, k, honoured, ns, environment, observed, tuned, scale, outside))
         # the widest bound of the calibrations that answer
         lo_q = np.minimum.reduce([lo for lo, _ in bounds])
@@ -770,13 +779,15 @@ class RuntimeModel:
             calibrated_for,
         )
 
-    def _band_sources(self, ext: Extrapolation) -> tuple[list[tuple[Calibration, bool]], str, bool]:
+    def _band_sources(
+        self, ext: Extrapolation
+    ) -> tuple[list[tuple[Calibration, DistanceWidening]], str, bool]:
         """The calibrations whose tables answer for a context (the widest of them per bound), each
-        with whether its bounds grow with the context's distance beyond the trained ranges, what
-        they were measured on, and whether the context lies outside the training data."""
+        with how its bounds grow with the context's distance beyond the trained ranges, what they
+        were measured on, and whether the context lies outside the training data."""
         own = self.calibration
         if own.unseen_job_type:
-            return [(own, True)], "job types held out whole", False
+            return [(own, DistanceWidening())], "job types held out whole", False
         if not ext.kinds:
             return [(own, True)], "contexts like the training contexts", False
         extrapolation = own.extrapolation or ExtrapolationTables(held_out=())
@@ -793,8 +804,12 @@ class RuntimeModel:
             sources = [
                 (
                     own.answering(tables[kind], extrapolation.groups(kind)),
-                    # (a numeric extrapolation no numeric table answers grows with its distance too)
-                    kind == "numeric" or "numeric" not in kinds,
+                    # (a numeric extrapolation no numeric table answers grows with its distance too,
+                    # beyond the distance the table's held-out contexts lay at)
+                    DistanceWidening(
+                        scaled=kind == "numeric" or "numeric" not in kinds,
+                        reference=1.0 if kind == "numeric" else extrapolation.held_out_distance[kind],
+                    ),
                 )
                 for kind in kinds
             ]
@@ -803,13 +818,18 @@ class RuntimeModel:
             if unmeasured:
                 # a new value of a property no held-out group varied: the uncalibrated band too
                 # (its Gaussian, not multiplied by the distance: the tables account for that)
-                sources.append((own.answering(None), False))
+                sources.append((own.answering(None), DistanceWidening(scaled=False)))
                 described += f"; uncalibrated for a new {', '.join(unmeasured)} (one value in training)"
             return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
+        # (the model's own tables held out contexts at some distance too; the Gaussian is a guess
+        # of the error before the context has runs, its distance unmeasured: see DistanceWidening)
         return (
-            [(own, True), (own.answering(None), True)],
+            [
+                (own, DistanceWidening(reference=extrapolation.own_held_out_distance)),
+                (own.answering(None), DistanceWidening(untuned_only=True)),
+            ],
             "uncalibrated: too few contexts to hold out whole",
             True,
         )
@@ -1112,6 +1132,7 @@ def _extrapolation_calibration(
     params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
     everyone = np.arange(len(contexts))
     scales = []
+    held_distances: list[list[float]] = []
     # Each held-out context as the model will read and fine-tune a context from elsewhere: a value
     # its member never saw read as unknown (FeatureSchema.encode), and fine-tuned with the prior of
     # a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the member
@@ -1122,8 +1143,8 @@ def _extrapolation_calibration(
     other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
-        domain = training_domain(rest)
-        distances = [signals(domain, contexts[i]).distance_scale for i in fold]
+        distances = _fold_distances(contexts, fold)
+        held_distances.append(distances)
         # (a sign the member never saw has no distance: its residual enters unscaled)
         scales.append(np.array([d if math.isfinite(d) else 1.0 for d in distances]))
         if not schema.unknown_as_absent:
@@ -1162,7 +1183,18 @@ def _extrapolation_calibration(
         ).tables
         if measured is not None:
             tables[kind] = measured
-    return ExtrapolationTables(held_out=tuple((kind, len(fold)) for kind, fold in held_out), tables=tables)
+    return ExtrapolationTables(
+        held_out=tuple((kind, len(fold)) for kind, fold in held_out),
+        tables=tables,
+        # how far outside its member's training data a held-out context of each kind lay: its
+        # unscaled residuals already hold that distance (DistanceWidening)
+        held_out_distance={
+            kind: _typical_distance(
+                [d for f, (held, _) in zip(held_distances, held_out, strict=True) if held == kind for d in f]
+            )
+            for kind in tables
+        },
+    )
 
 
 def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
@@ -1171,6 +1203,47 @@ def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
     if calibration.tables is None:
         return None
     return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
+
+
+@dataclass(frozen=True)
+class DistanceWidening:
+    """How a band source's offsets grow with a context's distance beyond the training data.
+
+    Outside a trained range the error grows with the distance. Numeric tables hold residuals
+    divided by their held-out contexts' distance scale: the whole distance multiplies them back.
+    A table whose residuals are not divided (a machine type held out whole: its memory lay outside
+    its member's range; the model's own out-of-fold contexts) already holds the distance its
+    held-out contexts lay at (``reference``, their median): only the distance beyond it widens
+    it, or it counts twice (C3O leave-machine-type-out: held-out machine types at distance 2-3,
+    a 90 % band covering 97-99.6 %). The uncalibrated Gaussian measured nothing: the distance
+    widens it only before the context has runs (``untuned_only``); from its first run on, its own
+    check updates it (``RuntimeModel._quantiles``). ``scaled`` False: a source the distance does
+    not widen (the Gaussian beside tables that account for it)."""
+
+    scaled: bool = True
+    reference: float = 1.0
+    untuned_only: bool = False
+
+    def factor(self, distance_scale: float, k: int) -> float:
+        """The multiplier of the source's offsets for a context ``distance_scale`` outside the
+        training data, tuned on ``k`` points (≥ 1)."""
+        if not self.scaled or (self.untuned_only and k > 0):
+            return 1.0
+        return max(1.0, distance_scale / self.reference)
+
+
+def _fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
+    """Each of ``fold``'s contexts' ``Extrapolation.distance_scale`` beyond the training data of
+    the member that held it out (every other context)."""
+    rest = [contexts[i] for i in np.setdiff1d(np.arange(len(contexts)), fold)]
+    domain = training_domain(rest)
+    return [signals(domain, contexts[i]).distance_scale for i in fold]
+
+
+def _typical_distance(distances: Sequence[float]) -> float:
+    """The median of the finite distance scales (1: none)."""
+    finite = [d for d in distances if math.isfinite(d)]
+    return float(np.median(finite)) if finite else 1.0
 
 
 def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:
