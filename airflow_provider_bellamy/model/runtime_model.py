@@ -835,13 +835,14 @@ class RuntimeModel:
             # this one, in its own units. Its own leave-one-scale-out errors update it (a
             # scaled-inverse-χ² posterior with PRIOR_CHECKS pseudo-residuals): wider for a context
             # unlike the training data, tighter for one its runs show to be predictable. (The
-            # check is measured on the context itself: the distance does not multiply it.)
+            # check is measured on the context itself: the distance does not multiply it.) The
+            # tables measured contexts at most about a width beyond their members' ranges; at
+            # distance_scale d the prior is their error extrapolated d times as far, and its
+            # pseudo-residuals count 1/d as much: a far context's own runs soon dominate.
             prior = table_scale(metadata, k - 1, environment) * distance_scale
             if 0 < prior < math.inf:
-                m = self.check_count
-                factor = math.sqrt(
-                    (PRIOR_CHECKS * prior**2 + m * self.check_rms**2) / ((PRIOR_CHECKS + m) * prior**2)
-                )
+                m, weight = self.check_count, PRIOR_CHECKS / distance_scale
+                factor = math.sqrt((weight * prior**2 + m * self.check_rms**2) / ((weight + m) * prior**2))
                 # the training data's smallest scale-outs (memory cliffs) keep their own tables;
                 # a context from elsewhere has only its own runs to say where its cliffs are
                 own = np.full(len(ns), True) if outside else ns > self._smallest_max

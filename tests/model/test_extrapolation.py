@@ -267,18 +267,43 @@ def test_the_distance_is_counted_in_widths_of_the_trained_range() -> None:
         [{"job_type": "sort", "data_size_mb": v} for v in (10_000.0, 20_000.0)]  # 0.30 decades
     )
     wide = training_domain([{"job_type": "sort", "data_size_mb": v} for v in (10.0, 10_000.0)])
-    one = training_domain([{"job_type": "sort", "data_size_mb": 10_000.0}])
     far_below_narrow = signals(narrow, {"job_type": "sort", "data_size_mb": 10.0})
     far_above_wide = signals(wide, {"job_type": "sort", "data_size_mb": 1e7})
     assert far_below_narrow.decades == pytest.approx(3.0) == far_above_wide.decades
     assert far_below_narrow.distance_scale == pytest.approx(1 + 3.0 / math.log10(2))
     assert far_above_wide.distance_scale == pytest.approx(1 + 3.0 / 3.0)
-    assert signals(one, {"job_type": "sort", "data_size_mb": 10.0}).distance_scale == pytest.approx(
-        far_below_narrow.distance_scale
-    )
     assert signals(narrow, {"job_type": "sort", "data_size_mb": 15_000.0}).distance_scale == 1.0
     assert math.isfinite(signals(narrow, {"job_type": "sort", "data_size_mb": 1e308}).distance_scale)
     assert signals(narrow, {"job_type": "sort", "data_size_mb": math.inf}).distance_scale == math.inf
+
+
+def test_a_property_with_one_trained_value_is_a_new_value_not_a_distance() -> None:
+    """A range of one value has no width: a distance in its widths measures nothing. Another value
+    of it is a new value, like a machine type never seen (the network reads it as the trained
+    one, FeatureSchema.is_known): kind "categorical", no distance widening, no held-out group
+    measured it (never_varied); its factor still speaks (the sentence, the guess far out)."""
+    from airflow_provider_bellamy.model.extrapolation import FAR_FACTOR, never_varied
+
+    one = training_domain(
+        [{"job_type": "grep", "cores": 8.0, "data_size_mb": v} for v in (10_000.0, 20_000.0)]
+    )
+    ext = signals(one, {"job_type": "grep", "cores": 1.0, "data_size_mb": 15_000.0})
+    assert ext.kinds == {"categorical"} and ext.extrapolating
+    assert ext.distance_scale == 1.0
+    assert never_varied(one, ext) == ("cores",)
+    assert "cores 1 is 8.0× below the only value trained (8)" in ext.sentence()
+    # beside a number out of a range that varied: the distance is that number's alone
+    both = signals(one, {"job_type": "grep", "cores": 1.0, "data_size_mb": 10.0})
+    assert both.kinds == {"categorical", "numeric"}
+    assert both.distance_scale == pytest.approx(1 + 3.0 / math.log10(2))
+    assert never_varied(one, both) == ("cores",)
+    # far off the one value: a guess all the same (no upper bound before the context's runs)
+    assert signals(one, {"job_type": "grep", "cores": 8.0 * FAR_FACTOR, "data_size_mb": 15_000.0}).guessing
+    # a range that varied, however narrowly, keeps its distance (at the factor-of-2 floor)
+    narrow = training_domain([{"job_type": "grep", "cores": v} for v in (8.0, 9.0)])
+    assert signals(narrow, {"job_type": "grep", "cores": 1.0}).distance_scale == pytest.approx(
+        1 + math.log10(8.0) / math.log10(2)
+    )
 
 
 def _biased_tables(model: RuntimeModel, shift: float) -> RuntimeModel:
@@ -348,12 +373,51 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
     lo, hi = residual_quantiles(source, 2, 0.9, ns, env, observed=[2, 4])
     prior = table_scale(source, 1, env) * s
     m, r = tuned.check_count, tuned.check_rms
-    factor = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
+    # (the prior's two pseudo-residuals count 1/s as much: it is the tables' error extrapolated)
+    factor = math.sqrt((2 / s * prior**2 + m * r**2) / ((2 / s + m) * prior**2))
     # at every scale-out, the 2-node one too
     np.testing.assert_allclose(np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * factor, 0))
     if r < prior:  # its curve predicts its own left-out scale-outs: narrower than the prior
         untuned_width = model.finetune(picked.iloc[:1]).band(ctx, ns, 0.9)
         assert np.all(np.log(band.upper / band.lower) < np.log(untuned_width.upper / untuned_width.lower))
+
+
+def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
+    """A context ten widths beyond a trained range, tuned on its runs at four scale-outs: the
+    distance-widened prior (the tables' error extrapolated that far) counts 1/distance_scale of
+    its pseudo-residuals, so the context's own leave-one-scale-out check decides its band: far
+    narrower than the prior alone says, and still holding the runs it was tuned on."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles, table_scale, widened
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
+    picked = runs.drop_duplicates("scale_out")
+    picked = picked[picked["scale_out"].isin([2, 4, 6, 8])]
+    ctx = runs.iloc[0].to_dict()
+    tuned = model.finetune(picked)
+    ns = np.array([2, 4, 6, 8, 12])
+    band = tuned.band(ctx, ns, 0.9)
+    s = band.extrapolation.distance_scale
+    assert s > 5 and not band.extrapolation.guessing
+    m, r = tuned.check_count, tuned.check_rms
+    prior = table_scale(_answering(model, band), 3, str(ctx["environment"])) * s
+    assert m >= 4 and r < prior / 3  # its curve predicts its own left-out scale-outs
+    # the factor its band was narrowed by, from the prior's share: 2 / s pseudo-residuals
+    narrowed = math.sqrt((2 / s * prior**2 + m * r**2) / ((2 / s + m) * prior**2))
+    weighted_as_inside = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
+    assert narrowed < 0.6 * weighted_as_inside
+    lo, hi = residual_quantiles(_answering(model, band), 4, 0.9, ns, str(ctx["environment"]), [2, 4, 6, 8])
+    np.testing.assert_allclose(
+        np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * narrowed, 0)
+    )
+    untuned_kind = model.finetune(picked.iloc[:1]).band(ctx, ns, 0.9)
+    half, before = np.log(band.upper / band.mean), np.log(untuned_kind.upper / untuned_kind.mean)
+    assert np.all(half < 0.6 * before)
+    # it still holds the runs it was tuned on
+    at = {int(n): i for i, n in enumerate(ns)}
+    for n, y in zip(picked["scale_out"], picked["runtime_s"], strict=True):
+        assert band.lower[at[int(n)]] <= y <= band.upper[at[int(n)]]
 
 
 def test_repeated_runs_at_one_scale_out_are_checks_of_the_noise() -> None:
