@@ -25,6 +25,7 @@ from airflow_provider_bellamy.model.calibration import (
 )
 from airflow_provider_bellamy.model.extrapolation import (
     Extrapolation,
+    guessed_shape,
     held_out_folds,
     never_varied,
     signals,
@@ -749,6 +750,13 @@ class RuntimeModel:
         high = np.where(below, np.maximum(mean, network), mean)
         with np.errstate(over="ignore", invalid="ignore"):
             lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+        if outside and tuned and ext.guessing and len(set(observed)) == 1:
+            # one scale-out run: the level is the context's, the shape still a guess
+            ran_at = observed[0]
+            low_s, high_s = guessed_shape(
+                ns, ran_at, float(np.exp(self._log_curves(ctx, _scale_outs([ran_at]))[1][0]))
+            )
+            lower, upper = np.minimum(lower, low_s), np.maximum(upper, high_s)
         if outside and not tuned and ext.guessing:
             # no bound at any candidate (a widened table may overflow at some and not at others:
             # sizing would take the one with a finite astronomic bound); its runs bring bounds back

@@ -193,6 +193,32 @@ def test_a_guess_has_no_upper_bound_until_the_context_has_runs(sort: SortCase) -
     assert np.all(np.isfinite(band.upper))
 
 
+def test_a_guess_run_at_one_scale_out_keeps_a_guessed_shape(sort: SortCase) -> None:
+    """One run of a context FAR_FACTOR beyond its range fixes its level, not how it scales (the
+    demo's sort: C3O's curve put 1 worker at 2.5× its run at 3; it ran at 0.6×): at every other
+    scale-out its band spans perfect speed-up to perfect slow-down from that run. Runs at a
+    second scale-out show its shape, and the tables alone answer again."""
+    model, train = sort.model, sort.train
+    ctx = train.iloc[0].to_dict()
+    far = {**ctx, "data_size_mb": float(train["data_size_mb"].min()) / 2e3}
+    mine = train[
+        (train["data_size_mb"] == ctx["data_size_mb"]) & (train["machine_type"] == ctx["machine_type"])
+    ].assign(data_size_mb=far["data_size_mb"])
+    assert signals(model.metadata["domain"], far).guessing
+    ns = np.array([2, 4, 8, 12])
+    once = model.finetune(mine[mine["scale_out"] == 4].head(1))
+    band = once.band(far, ns, 0.9)
+    at4 = band.mean[1]
+    ratio = np.maximum(ns, 4) / np.minimum(ns, 4)
+    assert np.all(band.lower <= at4 / ratio * (1 + 1e-9)) and np.all(band.upper >= at4 * ratio * (1 - 1e-9))
+    assert np.all(np.isfinite(band.upper))
+    # a slow-down from 4 to 2 nodes and a 3x speed-up to 12 both lie inside
+    assert band.lower[0] <= at4 / 2 and band.upper[3] >= at4 * 3 * (1 - 1e-9)
+    twice = model.finetune(mine[mine["scale_out"].isin([4, 12])].drop_duplicates("scale_out"))
+    shown = twice.band(far, ns, 0.9)
+    assert np.log(shown.upper[0] / shown.lower[0]) < np.log(band.upper[0] / band.lower[0])
+
+
 def test_confidence_the_tables_cannot_resolve_is_capped(sort: SortCase) -> None:
     model = sort.model
     ctx = sort.train.iloc[0].to_dict()
