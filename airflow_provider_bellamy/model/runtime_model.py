@@ -844,12 +844,14 @@ class RuntimeModel:
             # scaled-inverse-χ² posterior with PRIOR_CHECKS pseudo-residuals): wider for a context
             # unlike the training data, tighter for one its runs show to be predictable. (The
             # check is measured on the context itself: the distance does not multiply it.) The
-            # tables measured contexts at most about a width beyond their members' ranges; at
-            # distance_scale d the prior is their error extrapolated d times as far, and its
-            # pseudo-residuals count 1/d as much: a far context's own runs soon dominate.
+            # tables measured contexts at most about a width beyond their members' ranges: at
+            # distance_scale d the prior's error is theirs extrapolated d times as far, a guess
+            # no residual measured. Its PRIOR_CHECKS / d² pseudo-residuals keep the squared
+            # error the tables measured (PRIOR_CHECKS × their scale²), so a far context's own
+            # runs decide its band as soon as it has a few (inside: d = 1, unchanged).
             prior = table_scale(metadata, k - 1, environment) * distance_scale
             if 0 < prior < math.inf:
-                m, weight = self.check_count, PRIOR_CHECKS / distance_scale
+                m, weight = self.check_count, PRIOR_CHECKS / distance_scale**2
                 factor = math.sqrt((weight * prior**2 + m * self.check_rms**2) / ((weight + m) * prior**2))
                 # the training data's smallest scale-outs (memory cliffs) keep their own tables;
                 # a context from elsewhere has only its own runs to say where its cliffs are

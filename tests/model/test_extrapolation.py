@@ -399,8 +399,8 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
     lo, hi = residual_quantiles(source, 2, 0.9, ns, env, observed=[2, 4])
     prior = table_scale(source, 1, env) * s
     m, r = tuned.check_count, tuned.check_rms
-    # (the prior's two pseudo-residuals count 1/s as much: it is the tables' error extrapolated)
-    factor = math.sqrt((2 / s * prior**2 + m * r**2) / ((2 / s + m) * prior**2))
+    # (the prior's two pseudo-residuals count 1/s² as much: it is the tables' error extrapolated)
+    factor = math.sqrt((2 / s**2 * prior**2 + m * r**2) / ((2 / s**2 + m) * prior**2))
     # at every scale-out, the 2-node one too
     np.testing.assert_allclose(np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * factor, 0))
     if r < prior:  # its curve predicts its own left-out scale-outs: narrower than the prior
@@ -410,7 +410,7 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
 
 def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
     """A context ten widths beyond a trained range, tuned on its runs at four scale-outs: the
-    distance-widened prior (the tables' error extrapolated that far) counts 1/distance_scale of
+    distance-widened prior (the tables' error extrapolated that far) counts 1/distance_scale² of
     its pseudo-residuals, so the context's own leave-one-scale-out check decides its band: far
     narrower than the prior alone says, and still holding the runs it was tuned on."""
     from airflow_provider_bellamy.model.calibration import residual_quantiles, table_scale, widened
@@ -429,8 +429,8 @@ def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
     m, r = tuned.check_count, tuned.check_rms
     prior = table_scale(_answering(model, band), 3, str(ctx["environment"])) * s
     assert m >= 4 and r < prior / 3  # its curve predicts its own left-out scale-outs
-    # the factor its band was narrowed by, from the prior's share: 2 / s pseudo-residuals
-    narrowed = math.sqrt((2 / s * prior**2 + m * r**2) / ((2 / s + m) * prior**2))
+    # the factor its band was narrowed by, from the prior's share: 2 / s² pseudo-residuals
+    narrowed = math.sqrt((2 / s**2 * prior**2 + m * r**2) / ((2 / s**2 + m) * prior**2))
     weighted_as_inside = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
     assert narrowed < 0.6 * weighted_as_inside
     lo, hi = residual_quantiles(_answering(model, band), 4, 0.9, ns, str(ctx["environment"]), [2, 4, 6, 8])
