@@ -114,9 +114,7 @@ def test_format_confidence_never_says_100(q: float, text: str) -> None:
 def _extrapolating(capped_from: float | None = None) -> Prediction:
     base = _prediction()
     ext = signals(
-        training_domain(
-            [{"job_type": "grep", "machine_type": "m4", "data_size_mb": v} for v in (960.0, 4000.0)]
-        ),
+        training_domain([{"job_type": "grep", "machine_type": "m4", "data_size_mb": 960.0}]),
         {"job_type": "grep", "machine_type": "x", "data_size_mb": 24.0},
     )
     return Prediction(

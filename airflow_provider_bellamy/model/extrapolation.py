@@ -29,10 +29,8 @@ MAX_VOCABULARY = 200
 FAR_FACTOR = 1000.0
 # The distance beyond a trained range is counted in widths of that range (log10 units): 3 decades
 # beyond a range 0.3 decades wide is a far larger extrapolation than 3 decades beyond one 3 decades
-# wide. A range narrower than a factor of 2 counts as that wide, so a number beyond a property that
-# barely varied still has a finite distance (its band can learn from runs). A property with ONE
-# trained value has no range to count in: another value of it is a new value, like a machine type
-# never seen (``OutOfRange.varied``), as the network reads it (``FeatureSchema.is_known``).
+# wide. A range narrower than a factor of 2 (one value: width 0) counts as that wide, so a number
+# beyond a property that barely varied still has a finite distance (its band can learn from runs).
 MIN_SPAN_DECADES = math.log10(2.0)
 # Properties that are not features of the context's distribution (the job type has its own
 # calibration, see runtime_model.UNSEEN_JOB), and the derived ratios, which restate numbers the
@@ -77,10 +75,6 @@ class OutOfRange:
     bound: float
     factor: float  # ≥ 1 (see _factor_beyond)
     span: float = 0.0  # the trained range's width in log10 units (see _span)
-    # False: the property took one value in training. Nothing measured how the runtime follows
-    # it, so a distance in widths of its range (width 0) measures nothing: the value counts as a
-    # new one (kind "categorical"), and only its factor speaks (``guessing``, the sentence).
-    varied: bool = True
 
     @property
     def decades(self) -> float:
@@ -88,14 +82,11 @@ class OutOfRange:
 
     @property
     def widths(self) -> float:
-        """The distance beyond the range in widths of the range (``MIN_SPAN_DECADES`` at least);
-        0 for a property with one trained value (no range: a new value, see ``varied``)."""
-        if not self.varied:
-            return 0.0
+        """The distance beyond the range in widths of the range (``MIN_SPAN_DECADES`` at least)."""
         return self.decades / max(self.span, MIN_SPAN_DECADES)
 
     def describe(self) -> str:
-        edge = ("smallest" if self.side == "below" else "largest") if self.varied else "only value"
+        edge = "smallest" if self.side == "below" else "largest"
         if self.value * self.bound <= 0:
             return f"{self.property} {_number(self.value)} lies outside the trained range (the {edge} is {_number(self.bound)})"
         far = " — far outside everything the model was trained on" if self.factor >= FAR_FACTOR else ""
@@ -218,13 +209,14 @@ def signals(domain: Mapping[str, Any] | None, context: Mapping[str, str | float]
             continue
         low, high = float(spec["min"]), float(spec["max"])
         v = float(value)
-        varied = high > low
         if v < low:
-            factor = _factor_beyond(v, low, high - low)
-            out.append(OutOfRange(name, v, "below", low, factor, _span(low, high), varied))
+            out.append(
+                OutOfRange(name, v, "below", low, _factor_beyond(v, low, high - low), _span(low, high))
+            )
         elif v > high:
-            factor = _factor_beyond(v, high, high - low)
-            out.append(OutOfRange(name, v, "above", high, factor, _span(low, high), varied))
+            out.append(
+                OutOfRange(name, v, "above", high, _factor_beyond(v, high, high - low), _span(low, high))
+            )
     missing = () if job_unseen else tuple(p for p in own.get("always", []) if p not in context)
     environments: tuple[str, ...] = ()
     env = context.get("environment")
@@ -232,9 +224,9 @@ def signals(domain: Mapping[str, Any] | None, context: Mapping[str, str | float]
     if env is not None and trained_envs and str(env) not in trained_envs and not job_unseen:
         environments = trained_envs
     kinds = set()
-    if unseen or missing or any(not o.varied for o in out):
+    if unseen or missing:
         kinds.add("categorical")
-    if any(o.varied for o in out):
+    if out:
         kinds.add("numeric")
     return Extrapolation(
         known=True,
@@ -261,17 +253,15 @@ def guessed_shape(scale_outs: np.ndarray, ran_at: float, level_s: float) -> tupl
 
 def never_varied(domain: Mapping[str, Any] | None, ext: Extrapolation) -> tuple[str, ...]:
     """Of the properties whose value ``ext`` says the model never saw, those with a single value
-    in all the training data (C3O's ``environment``, its ``cores``): the out-of-distribution pass
-    held out no value of them (``held_out_folds``), so nothing measured how far off a new one is."""
-    new = [name for name, _ in ext.unseen] + [o.property for o in ext.out_of_range if not o.varied]
-    if not domain or not new:
+    in all the training data (C3O's ``environment``): the out-of-distribution pass held out no
+    value of them (``held_out_folds``), so nothing measured how far off a new one is."""
+    if not domain or not ext.unseen:
         return ()
     everywhere = _merge((domain.get("jobs") or {}).values())["properties"]
     out = set()
-    for name in new:
-        spec = everywhere.get(name) or {}
-        values = spec.get("values")
-        if (isinstance(values, list) and len(values) < 2) or ("min" in spec and spec["min"] == spec["max"]):
+    for name, _ in ext.unseen:
+        values = (everywhere.get(name) or {}).get("values")
+        if isinstance(values, list) and len(values) < 2:
             out.add(name)
     return tuple(sorted(out))
 

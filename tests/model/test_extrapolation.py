@@ -295,43 +295,18 @@ def test_the_distance_is_counted_in_widths_of_the_trained_range() -> None:
         [{"job_type": "sort", "data_size_mb": v} for v in (10_000.0, 20_000.0)]  # 0.30 decades
     )
     wide = training_domain([{"job_type": "sort", "data_size_mb": v} for v in (10.0, 10_000.0)])
+    one = training_domain([{"job_type": "sort", "data_size_mb": 10_000.0}])
     far_below_narrow = signals(narrow, {"job_type": "sort", "data_size_mb": 10.0})
     far_above_wide = signals(wide, {"job_type": "sort", "data_size_mb": 1e7})
     assert far_below_narrow.decades == pytest.approx(3.0) == far_above_wide.decades
     assert far_below_narrow.distance_scale == pytest.approx(1 + 3.0 / math.log10(2))
     assert far_above_wide.distance_scale == pytest.approx(1 + 3.0 / 3.0)
+    assert signals(one, {"job_type": "sort", "data_size_mb": 10.0}).distance_scale == pytest.approx(
+        far_below_narrow.distance_scale
+    )
     assert signals(narrow, {"job_type": "sort", "data_size_mb": 15_000.0}).distance_scale == 1.0
     assert math.isfinite(signals(narrow, {"job_type": "sort", "data_size_mb": 1e308}).distance_scale)
     assert signals(narrow, {"job_type": "sort", "data_size_mb": math.inf}).distance_scale == math.inf
-
-
-def test_a_property_with_one_trained_value_is_a_new_value_not_a_distance() -> None:
-    """A range of one value has no width: a distance in its widths measures nothing. Another value
-    of it is a new value, like a machine type never seen (the network reads it as the trained
-    one, FeatureSchema.is_known): kind "categorical", no distance widening, no held-out group
-    measured it (never_varied); its factor still speaks (the sentence, the guess far out)."""
-    from airflow_provider_bellamy.model.extrapolation import FAR_FACTOR, never_varied
-
-    one = training_domain(
-        [{"job_type": "grep", "cores": 8.0, "data_size_mb": v} for v in (10_000.0, 20_000.0)]
-    )
-    ext = signals(one, {"job_type": "grep", "cores": 1.0, "data_size_mb": 15_000.0})
-    assert ext.kinds == {"categorical"} and ext.extrapolating
-    assert ext.distance_scale == 1.0
-    assert never_varied(one, ext) == ("cores",)
-    assert "cores 1 is 8.0× below the only value trained (8)" in ext.sentence()
-    # beside a number out of a range that varied: the distance is that number's alone
-    both = signals(one, {"job_type": "grep", "cores": 1.0, "data_size_mb": 10.0})
-    assert both.kinds == {"categorical", "numeric"}
-    assert both.distance_scale == pytest.approx(1 + 3.0 / math.log10(2))
-    assert never_varied(one, both) == ("cores",)
-    # far off the one value: a guess all the same (no upper bound before the context's runs)
-    assert signals(one, {"job_type": "grep", "cores": 8.0 * FAR_FACTOR, "data_size_mb": 15_000.0}).guessing
-    # a range that varied, however narrowly, keeps its distance (at the factor-of-2 floor)
-    narrow = training_domain([{"job_type": "grep", "cores": v} for v in (8.0, 9.0)])
-    assert signals(narrow, {"job_type": "grep", "cores": 1.0}).distance_scale == pytest.approx(
-        1 + math.log10(8.0) / math.log10(2)
-    )
 
 
 def _biased_tables(model: RuntimeModel, shift: float) -> RuntimeModel:
