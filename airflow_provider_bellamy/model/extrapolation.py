@@ -229,6 +229,17 @@ def signals(domain: Mapping[str, Any], context: Mapping[str, str | float]) -> Ex
     )
 
 
+def guessed_shape(scale_outs: np.ndarray, ran_at: float, level_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """The runtimes a guessed context can take at ``scale_outs`` once it ran at one scale-out
+    only (``level_s`` seconds there): anything from perfect speed-up (∝ 1/n) to perfect slow-down
+    (∝ n) from that run. Its shape is the training contexts' seen from ``FAR_FACTOR`` or more
+    away: one run fixes its level, not how it scales (the demo's sort, 1,588× below the smallest
+    trained input: C3O's curve put 1 worker at 2.5× its run at 3; on 2 cores it ran 0.6×)."""
+    n = np.asarray(scale_outs, dtype=np.float64)
+    ratio = np.maximum(n, ran_at) / np.minimum(n, ran_at)
+    return level_s / ratio, level_s * ratio
+
+
 def never_varied(domain: Mapping[str, Any] | None, ext: Extrapolation) -> tuple[str, ...]:
     """Of the properties whose value ``ext`` says the model never saw, those with a single value
     in all the training data (C3O's ``environment``): the out-of-distribution pass held out no

@@ -29,6 +29,7 @@ from airflow_provider_bellamy.model.calibration import (
 )
 from airflow_provider_bellamy.model.extrapolation import (
     Extrapolation,
+    guessed_shape,
     held_out_folds,
     never_varied,
     signals,
@@ -762,6 +763,13 @@ class RuntimeModel:
         high = np.where(below, np.maximum(mean, network), mean)
         with np.errstate(over="ignore", invalid="ignore"):
             lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+        if outside and tuned and ext.guessing and len(set(observed)) == 1:
+            # one scale-out run: the level is the context's, the shape still a guess
+            ran_at = observed[0]
+            low_s, high_s = guessed_shape(
+                ns, ran_at, float(np.exp(self._log_curves(ctx, _scale_outs([ran_at]))[1][0]))
+            )
+            lower, upper = np.minimum(lower, low_s), np.maximum(upper, high_s)
         if outside and not tuned and ext.guessing:
             # no bound at any candidate (a widened table may overflow at some and not at others:
             # sizing would take the one with a finite astronomic bound); its runs bring bounds back
@@ -859,13 +867,16 @@ class RuntimeModel:
             # this one, in its own units. Its own leave-one-scale-out errors update it (a
             # scaled-inverse-χ² posterior with PRIOR_CHECKS pseudo-residuals): wider for a context
             # unlike the training data, tighter for one its runs show to be predictable. (The
-            # check is measured on the context itself: the distance does not multiply it.)
+            # check is measured on the context itself: the distance does not multiply it.) The
+            # tables measured contexts at most about a width beyond their members' ranges: at
+            # distance_scale d the prior's error is theirs extrapolated d times as far, a guess
+            # no residual measured. Its PRIOR_CHECKS / d² pseudo-residuals keep the squared
+            # error the tables measured (PRIOR_CHECKS × their scale²), so a far context's own
+            # runs decide its band as soon as it has a few (inside: d = 1, unchanged).
             prior = table_scale(calibration, k - 1, environment) * distance_scale
             if 0 < prior < math.inf:
-                m = self.check_count
-                factor = math.sqrt(
-                    (PRIOR_CHECKS * prior**2 + m * self.check_rms**2) / ((PRIOR_CHECKS + m) * prior**2)
-                )
+                m, weight = self.check_count, PRIOR_CHECKS / distance_scale**2
+                factor = math.sqrt((weight * prior**2 + m * self.check_rms**2) / ((weight + m) * prior**2))
                 # the training data's smallest scale-outs (memory cliffs) keep their own tables;
                 # a context from elsewhere has only its own runs to say where its cliffs are
                 own = np.full(len(ns), True) if outside else ns > self._smallest_max

@@ -190,6 +190,34 @@ def test_a_guess_has_no_upper_bound_until_the_context_has_runs(sort: SortCase) -
     assert np.all(np.isfinite(band.upper))
 
 
+def test_a_guess_run_at_one_scale_out_keeps_a_guessed_shape(sort: SortCase) -> None:
+    """One run of a context FAR_FACTOR beyond its range fixes its level, not how it scales (the
+    demo's sort: C3O's curve put 1 worker at 2.5× its run at 3; it ran at 0.6×): at every other
+    scale-out its band spans perfect speed-up to perfect slow-down from that run. Runs at a
+    second scale-out show its shape, and the tables alone answer again."""
+    model, train = sort.model, sort.train
+    ctx = train.iloc[0].to_dict()
+    # lines 2,000× below C3O's smallest, a range 1.3 decades wide: a guess only ~3.5 widths out,
+    # where the distance-widened tables alone stay narrower than the run's possible shapes
+    far = {**ctx, "lines": float(train["lines"].min()) / 2e3}
+    mine = train[
+        (train["data_size_mb"] == ctx["data_size_mb"]) & (train["machine_type"] == ctx["machine_type"])
+    ].assign(lines=far["lines"])
+    assert signals(model.metadata["domain"], far).guessing
+    ns = np.array([2, 4, 8, 12])
+    once = model.finetune(mine[mine["scale_out"] == 4].head(1))
+    band = once.band(far, ns, 0.9)
+    at4 = band.mean[1]
+    ratio = np.maximum(ns, 4) / np.minimum(ns, 4)
+    assert np.all(band.lower <= at4 / ratio * (1 + 1e-9)) and np.all(band.upper >= at4 * ratio * (1 - 1e-9))
+    assert np.all(np.isfinite(band.upper))
+    # a slow-down from 4 to 2 nodes and a 3x speed-up to 12 both lie inside
+    assert band.lower[0] <= at4 / 2 and band.upper[3] >= at4 * 3 * (1 - 1e-9)
+    twice = model.finetune(mine[mine["scale_out"].isin([4, 12])].drop_duplicates("scale_out"))
+    shown = twice.band(far, ns, 0.9)
+    assert np.log(shown.upper[0] / shown.lower[0]) < np.log(band.upper[0] / band.lower[0])
+
+
 def test_confidence_the_tables_cannot_resolve_is_capped(sort: SortCase) -> None:
     model = sort.model
     ctx = sort.train.iloc[0].to_dict()
@@ -365,12 +393,51 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
     lo, hi = residual_quantiles(source, 2, 0.9, ns, env, observed=[2, 4])
     prior = table_scale(source, 1, env) * s
     m, r = tuned.check_count, tuned.check_rms
-    factor = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
+    # (the prior's two pseudo-residuals count 1/s² as much: it is the tables' error extrapolated)
+    factor = math.sqrt((2 / s**2 * prior**2 + m * r**2) / ((2 / s**2 + m) * prior**2))
     # at every scale-out, the 2-node one too
     np.testing.assert_allclose(np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * factor, 0))
     if r < prior:  # its curve predicts its own left-out scale-outs: narrower than the prior
         untuned_width = model.finetune(picked.iloc[:1]).band(ctx, ns, 0.9)
         assert np.all(np.log(band.upper / band.lower) < np.log(untuned_width.upper / untuned_width.lower))
+
+
+def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
+    """A context ten widths beyond a trained range, tuned on its runs at four scale-outs: the
+    distance-widened prior (the tables' error extrapolated that far) counts 1/distance_scale² of
+    its pseudo-residuals, so the context's own leave-one-scale-out check decides its band: far
+    narrower than the prior alone says, and still holding the runs it was tuned on."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles, table_scale, widened
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
+    picked = runs.drop_duplicates("scale_out")
+    picked = picked[picked["scale_out"].isin([2, 4, 6, 8])]
+    ctx = runs.iloc[0].to_dict()
+    tuned = model.finetune(picked)
+    ns = np.array([2, 4, 6, 8, 12])
+    band = tuned.band(ctx, ns, 0.9)
+    s = band.extrapolation.distance_scale
+    assert s > 5 and not band.extrapolation.guessing
+    m, r = tuned.check_count, tuned.check_rms
+    prior = table_scale(_answering(model, band), 3, str(ctx["environment"])) * s
+    assert m >= 4 and r < prior / 3  # its curve predicts its own left-out scale-outs
+    # the factor its band was narrowed by, from the prior's share: 2 / s² pseudo-residuals
+    narrowed = math.sqrt((2 / s**2 * prior**2 + m * r**2) / ((2 / s**2 + m) * prior**2))
+    weighted_as_inside = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
+    assert narrowed < 0.6 * weighted_as_inside
+    lo, hi = residual_quantiles(_answering(model, band), 4, 0.9, ns, str(ctx["environment"]), [2, 4, 6, 8])
+    np.testing.assert_allclose(
+        np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * narrowed, 0)
+    )
+    untuned_kind = model.finetune(picked.iloc[:1]).band(ctx, ns, 0.9)
+    half, before = np.log(band.upper / band.mean), np.log(untuned_kind.upper / untuned_kind.mean)
+    assert np.all(half < 0.6 * before)
+    # it still holds the runs it was tuned on
+    at = {int(n): i for i, n in enumerate(ns)}
+    for n, y in zip(picked["scale_out"], picked["runtime_s"], strict=True):
+        assert band.lower[at[int(n)]] <= y <= band.upper[at[int(n)]]
 
 
 def test_repeated_runs_at_one_scale_out_are_checks_of_the_noise() -> None:
