@@ -343,6 +343,15 @@ def _answering(model: RuntimeModel, band: Any) -> Calibration:
     return model.calibration.answering(model.calibration.extrapolation.tables[kind])
 
 
+def _widening(model: RuntimeModel, band: Any) -> float:
+    """What the answering tables (one kind) were multiplied by: the distance beyond the one their
+    held-out contexts lay at (numeric tables: the whole distance)."""
+    kind = band.calibrated_for.removeprefix("contexts held out whole (").removesuffix(")")
+    assert model.calibration.extrapolation is not None
+    reference = model.calibration.extrapolation.held_out_distance[kind] if kind == "categorical" else 1.0
+    return max(1.0, band.extrapolation.distance_scale / reference)
+
+
 def test_a_one_sided_table_out_of_range_still_brackets_the_prediction(sort: SortCase) -> None:
     """The numeric tables multiplied both offsets by the distance: with every calibration residual
     above the curve, that pushed the lower bound up, and the band's clamp pinned it at the
@@ -418,8 +427,9 @@ def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
     tuned = model.finetune(picked)
     ns = np.array([2, 4, 6, 8, 12])
     band = tuned.band(ctx, ns, 0.9)
-    s = band.extrapolation.distance_scale
-    assert s > 5 and not band.extrapolation.guessing
+    assert band.extrapolation.distance_scale > 5 and not band.extrapolation.guessing
+    s = _widening(model, band)  # the distance beyond the answering tables' held-out contexts'
+    assert s > 2
     m, r = tuned.check_count, tuned.check_rms
     prior = table_scale(_answering(model, band), 3, str(ctx["environment"])) * s
     assert m >= 4 and r < prior / 3  # its curve predicts its own left-out scale-outs
