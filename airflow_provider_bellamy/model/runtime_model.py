@@ -797,7 +797,7 @@ class RuntimeModel:
         if own.unseen_job_type:
             return [(own, DistanceWidening())], "job types held out whole", False
         if not ext.kinds:
-            return [(own, True)], "contexts like the training contexts", False
+            return [(own, DistanceWidening())], "contexts like the training contexts", False
         extrapolation = own.extrapolation or ExtrapolationTables(held_out=())
         tables = extrapolation.tables
         # a kind whose calibration held out too few contexts cannot say how far off a new one is
