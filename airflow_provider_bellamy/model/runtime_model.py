@@ -880,6 +880,11 @@ class RuntimeModel:
                 # the training data's smallest scale-outs (memory cliffs) keep their own tables;
                 # a context from elsewhere has only its own runs to say where its cliffs are
                 own = np.full(len(ns), True) if outside else ns > self._smallest_max
+                if len(set(observed)) == 1 and factor < 1:
+                    # runs at one scale-out check only each other (its noise, ``with_replicates``):
+                    # they say nothing of its shape, so elsewhere they may widen the band, never
+                    # narrow it (the demo's grep: two runs at 3 workers, then a miss at 2)
+                    own &= ns == observed[0]
                 lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
         return lo_q, hi_q
 

@@ -553,3 +553,23 @@ def test_a_held_out_machine_type_no_farther_than_the_calibrations_is_not_widened
         np.testing.assert_allclose(np.log(band.upper / band.mean), np.maximum(expected, 0))
         if ext.distance_scale <= reference:  # as far out as the calibration's: as measured
             np.testing.assert_allclose(np.log(band.upper / band.mean), np.maximum(widened(lo, hi)[1], 0))
+
+
+def test_repeated_runs_at_one_scale_out_do_not_narrow_the_band_elsewhere(sort: SortCase) -> None:
+    """A context from elsewhere run twice at one scale-out, the same runtime both times: the runs
+    check only each other (its noise is small), not how it scales, so the band narrows at that
+    scale-out only; at the others it is the band one run gives (the demo's grep: two runs at 3
+    workers, then a runtime below the band at 2)."""
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    one = runs[runs["scale_out"] == 4].head(1).drop(columns=["context_id"])
+    one = one.assign(data_size_mb=one["data_size_mb"] / 500)
+    ctx = one.iloc[0].to_dict()
+    ns = np.array([2, 4, 8, 12])
+    once, twice = model.finetune(one), model.finetune(pd.concat([one, one], ignore_index=True))
+    assert twice.check_count == 2 and twice.check_rms == 0.0
+    b_once, b_twice = once.band(ctx, ns, 0.9), twice.band(ctx, ns, 0.9)
+    assert b_twice.extrapolation.kinds and twice.tuned_points == 1
+    width = lambda b: np.log(b.upper / b.mean)  # noqa: E731
+    np.testing.assert_allclose(width(b_twice)[2:], width(b_once)[2:])
+    assert width(b_twice)[1] < width(b_once)[1]  # at the scale-out it ran at: its noise
