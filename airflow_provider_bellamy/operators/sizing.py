@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -443,7 +444,11 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         self, decision: SizingDecision, spec: SizingSpec, target: RuntimeTarget
     ) -> None:
         scale_outs = spec.scale_outs or [decision.chosen_scale_out]
-        short = f" (short by {decision.shortfall_s:.1f} s)" if decision.shortfall_s else ""
+        shortfall = decision.shortfall_s
+        if shortfall is not None and math.isinf(shortfall):
+            short = " (the band has no upper bound: the context lies too far outside the training data)"
+        else:
+            short = f" (short by {shortfall:.1f} s)" if shortfall else ""
         msg = (
             f"job {spec.job_type!r}: no scale-out in {scale_outs} meets the target "
             f"{target.target_s if target.target_s is None else round(target.target_s, 1)} s at confidence "

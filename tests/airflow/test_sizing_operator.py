@@ -4,6 +4,7 @@ on_infeasible policies — each decided fast, never hanging past the connection 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import socket
 import threading
 from collections.abc import Iterator
@@ -315,3 +316,21 @@ def test_a_default_decision_of_the_store_launches_its_default_whatever_on_infeas
         decision = op.execute(_context(op))
         assert decision["chosen_scale_out"] == 1 and not decision["feasible"], policy
         assert decision["decision_id"] is not None and decision["fallback_reason"]
+
+
+def test_an_unbounded_band_is_not_short_by_infinity() -> None:
+    """A context too far outside the training data has no upper bound at any size: the policy's
+    message says so instead of "short by inf s"."""
+    from airflow_provider_bellamy.deadlines import RuntimeTarget
+    from airflow_provider_bellamy.decisions import Prediction
+    from airflow_provider_bellamy.sizing import decide
+
+    inf = math.inf
+    prediction = Prediction("wc", [1, 2], [100.0, 60.0], [1.0, 1.0], [inf, inf], 0.9)
+    decision = decide(prediction, target_s=50.0)
+    assert not decision.feasible and decision.shortfall_s == inf
+    op = _op(target=50, on_infeasible="fail", scale_outs=[1, 2])
+    target = RuntimeTarget(50.0, "target", dt.datetime.now(dt.UTC), explanation="target 50 s")
+    with pytest.raises(InfeasibleTargetError, match="the band has no upper bound") as refused:
+        op._apply_infeasible_policy(decision, op.sizing_spec(), target)
+    assert "short by inf" not in str(refused.value)
