@@ -411,11 +411,19 @@ def with_replicates(
     scale_outs: np.ndarray, log_y: np.ndarray, check_rms: float, check_count: int
 ) -> tuple[float, int]:
     """A context's check (RMS, count of its leave-one-scale-out residuals) joined by its repeated
-    runs: each run at a scale-out that ran more than once, predicted by the mean log runtime of
-    the others there. Their spread is the context's run-to-run noise, which leave-one-scale-out
-    never sees (one scale-out run three times: no check at all)."""
+    runs (``replicate_checks``): their spread is the context's run-to-run noise, which
+    leave-one-scale-out never sees (one scale-out run three times: no check at all)."""
+    squares, count = replicate_checks(scale_outs, log_y)
+    squares, count = squares + check_count * check_rms**2, count + check_count
+    return (math.sqrt(squares / count) if count else 0.0), count
+
+
+def replicate_checks(scale_outs: np.ndarray, log_y: np.ndarray) -> tuple[float, int]:
+    """(sum of squares, count) of a context's repeated runs as checks of its noise: each run at a
+    scale-out that ran more than once, predicted by the mean log runtime of the others there. The
+    same from the runs' residuals to any one curve (it cancels at a scale-out)."""
     scale_outs, log_y = np.asarray(scale_outs), np.asarray(log_y, dtype=np.float64)
-    squares, count = check_count * check_rms**2, check_count
+    squares, count = 0.0, 0
     for n in np.unique(scale_outs):
         y = log_y[scale_outs == n]
         if len(y) < 2:
@@ -423,7 +431,7 @@ def with_replicates(
         others = (y.sum() - y) / (len(y) - 1)
         squares += float(np.sum((y - others) ** 2))
         count += len(y)
-    return (math.sqrt(squares / count) if count else 0.0), count
+    return squares, count
 
 
 # A context with a property value the model never saw (another machine type, another cluster):

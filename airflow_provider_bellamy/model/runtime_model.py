@@ -50,6 +50,7 @@ from airflow_provider_bellamy.model.finetuning import (
     fit_context,
     nearest_curve,
     nearest_log_runtime,
+    replicate_checks,
     tuned_log_runtime,
     with_replicates,
 )
@@ -105,6 +106,12 @@ def _training_frame(runs: pd.DataFrame, what: str) -> pd.DataFrame:
         if frame.empty:
             raise InvalidInputError(what, "<no successful runs>", "every run given has status 'failed'")
     return frame
+
+
+def _check_factor(prior: float, weight: float, count: int, rms: float) -> float:
+    """The band's scale from a context's own checks: the posterior of its error scale (scaled
+    inverse χ², ``weight`` pseudo-residuals at ``prior``) over the prior."""
+    return math.sqrt((weight * prior**2 + count * rms**2) / ((weight + count) * prior**2))
 
 
 def _scale_outs(values: Sequence[int]) -> np.ndarray:
@@ -303,6 +310,13 @@ class RuntimeModel:
     @property
     def check_count(self) -> int:
         return 0 if self.tuned is None else self.tuned.check_count
+
+    def _replicate_checks(self) -> tuple[float, int]:
+        """(sum of squares, count) of the checks in ``check_count`` that are repeated runs."""
+        if self.tuned is None:
+            return 0.0, 0
+        ns, residuals = zip(*self.tuned.run_residuals, strict=True)
+        return replicate_checks(np.array(ns), np.array(residuals))
 
     @property
     def run_residuals(self) -> tuple[tuple[float, float], ...]:
@@ -875,17 +889,31 @@ class RuntimeModel:
             # runs decide its band as soon as it has a few (inside: d = 1, unchanged).
             prior = table_scale(calibration, k - 1, environment) * distance_scale
             if 0 < prior < math.inf:
-                m, weight = self.check_count, PRIOR_CHECKS / distance_scale**2
-                factor = math.sqrt((weight * prior**2 + m * self.check_rms**2) / ((weight + m) * prior**2))
+                weight = PRIOR_CHECKS / distance_scale**2
+                factor = _check_factor(prior, weight, self.check_count, self.check_rms)
                 # the training data's smallest scale-outs (memory cliffs) keep their own tables;
                 # a context from elsewhere has only its own runs to say where its cliffs are
                 own = np.full(len(ns), True) if outside else ns > self._smallest_max
-                if len(set(observed)) == 1 and factor < 1:
-                    # runs at one scale-out check only each other (its noise, ``with_replicates``):
-                    # they say nothing of its shape, so elsewhere they may widen the band, never
-                    # narrow it (the demo's grep: two runs at 3 workers, then a miss at 2)
-                    own &= ns == observed[0]
-                lo_q, hi_q = np.where(own, lo_q * factor, lo_q), np.where(own, hi_q * factor, hi_q)
+                scale = np.full(len(ns), factor)
+                squares, count = self._replicate_checks() if outside else (0.0, 0)
+                if count:
+                    # Repeated runs at one scale-out check only each other (its noise), not how it
+                    # scales: where it never ran, only its leave-one-scale-out checks may narrow the
+                    # band (a daily job run at one size, then sized elsewhere: the demo's grep,
+                    # two runs at 3 workers, then a miss at 2); its noise may still widen it. Those
+                    # checks count once per scale-out left out (its runs there share one shape).
+                    m = self.check_count - count
+                    shape_rms = math.sqrt(
+                        max(self.check_count * self.check_rms**2 - squares, 0.0) / max(m, 1)
+                    )
+                    distinct = len(observed)
+                    shape = (
+                        _check_factor(prior, weight, distinct, shape_rms)
+                        if m and distinct >= MIN_CHECKS
+                        else 1.0
+                    )
+                    scale = np.where(np.isin(ns, observed), factor, max(shape, factor))
+                lo_q, hi_q = np.where(own, lo_q * scale, lo_q), np.where(own, hi_q * scale, hi_q)
         return lo_q, hi_q
 
     # ------------------------------------------------------------------ persistence
