@@ -898,10 +898,10 @@ class RuntimeModel:
                 squares, count = self._replicate_checks() if outside else (0.0, 0)
                 if count:
                     # Repeated runs at one scale-out check only each other (its noise), not how it
-                    # scales: where it never ran, only its leave-one-scale-out checks may narrow the
-                    # band (a daily job run at one size, then sized elsewhere: the demo's grep,
-                    # two runs at 3 workers, then a miss at 2); its noise may still widen it. Those
-                    # checks count once per scale-out left out (its runs there share one shape).
+                    # scales: elsewhere only its leave-one-scale-out checks may narrow the band (a
+                    # daily job run at one size, then sized at another: the demo's grep, two runs at
+                    # 3 workers, then a miss at 2); its noise may still widen it. Those checks count
+                    # once per scale-out left out (its runs there share one shape).
                     m = self.check_count - count
                     shape_rms = math.sqrt(
                         max(self.check_count * self.check_rms**2 - squares, 0.0) / max(m, 1)
@@ -912,7 +912,9 @@ class RuntimeModel:
                         if m and distinct >= MIN_CHECKS
                         else 1.0
                     )
-                    scale = np.where(np.isin(ns, observed), factor, max(shape, factor))
+                    ran = [n for n, _ in self.run_residuals]
+                    repeated = [n for n in observed if ran.count(n) > 1]
+                    scale = np.where(np.isin(ns, repeated), factor, max(shape, factor))
                 lo_q, hi_q = np.where(own, lo_q * scale, lo_q), np.where(own, hi_q * scale, hi_q)
         return lo_q, hi_q
 

@@ -578,8 +578,8 @@ def test_repeated_runs_at_one_scale_out_do_not_narrow_the_band_elsewhere(sort: S
 def test_a_daily_job_run_at_one_size_keeps_its_shape_band_elsewhere(sort: SortCase) -> None:
     """A context from elsewhere run many times at one scale-out and once at another (a daily job
     sized the same most days): the repeated runs check its noise, not how it scales, so at the
-    scale-outs it never ran at the band is what its leave-one-scale-out checks give — as wide as
-    with one run at each of the two scale-outs — while at the repeated one it narrows."""
+    other scale-outs the band is what its leave-one-scale-out checks give — as wide as with one
+    run at each of the two scale-outs — while at the repeated one it narrows."""
     model = sort.model
     runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
     runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
@@ -593,6 +593,6 @@ def test_a_daily_job_run_at_one_size_keeps_its_shape_band_elsewhere(sort: SortCa
     assert often.check_count > once.check_count >= 2  # its repeated runs are checks too
     width = lambda m: np.log(m.band(ctx, ns, 0.9).upper / m.band(ctx, ns, 0.9).lower)  # noqa: E731
     w_once, w_often = width(once), width(often)
-    # where it never ran: its shape checks' band (the four runs at 4 pull its fit a little)
-    np.testing.assert_allclose(w_often[[0, 3]], w_once[[0, 3]], rtol=0.1)
+    # where it did not run repeatedly: its shape checks' band (the runs at 4 pull its fit a little)
+    np.testing.assert_allclose(w_often[[0, 2, 3]], w_once[[0, 2, 3]], rtol=0.1)
     assert w_often[1] < w_once[1]  # at the size it ran at every day: its noise, small
