@@ -574,6 +574,18 @@ class RuntimeModel:
         a context the model knows, no such contexts)."""
         if not self.schema.unknown_properties(ctx):
             return None
+        found = self._nearest_training_curve(ctx)
+        if found is None:
+            return None
+        log_n, log_runtime = found
+        network = tuned._network_log(ctx, ns.astype(np.float64))
+        ends = tuned._network_log(ctx, np.exp(log_n[[0, -1]]))
+        shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
+        return NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + shift).tolist()), NEAREST_WEIGHT)
+
+    def _nearest_training_curve(self, ctx: dict[str, str | float]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(log scale-outs, mean log runtime) of the training contexts of ``ctx``'s job nearest to
+        it in the properties it gives with a value the model knows (``finetuning.nearest_curve``)."""
         curves = self.metadata["curves"]
         names = [
             p
@@ -583,14 +595,7 @@ class RuntimeModel:
             and ctx.get(p) is not None
             and self.schema.is_known(p, ctx[p])
         ]
-        found = nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names)
-        if found is None:
-            return None
-        log_n, log_runtime = found
-        network = tuned._network_log(ctx, ns.astype(np.float64))
-        ends = tuned._network_log(ctx, np.exp(log_n[[0, -1]]))
-        shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
-        return NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + shift).tolist()), NEAREST_WEIGHT)
+        return nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names)
 
     @property
     def _likelihood_sd(self) -> float:
@@ -673,7 +678,7 @@ class RuntimeModel:
         tuned = self._tuned_for(ctx)
         network = self._network_log(ctx, ns)
         if tuned is None:
-            return network, network
+            return network, self._untuned_log(ctx, ns, network)
         if tuned.nearest is not None:
             log_n, log_runtime = np.asarray(tuned.nearest.log_n), np.asarray(tuned.nearest.log_runtime)
             near = nearest_log_runtime(
@@ -692,6 +697,26 @@ class RuntimeModel:
             noise_sd=self._likelihood_sd,
         )[0]
         return network, curve
+
+    def _untuned_log(self, ctx: dict[str, str | float], ns: np.ndarray, network: np.ndarray) -> np.ndarray:
+        """The prediction before the context has runs: the network's curve, except for a context
+        with a value the model reads as unknown (a new machine type...). There the network
+        extrapolates from what its members saw, and a job type trained on a few contexts gave each
+        member fewer still (with two, one each: a member cannot tell the contexts apart); the
+        training contexts nearest to it measured their curves. The prediction blends the two in log
+        space with the share the tuned prediction gives that curve (``NearestCurve.weight``,
+        ``finetuning.NEAREST_WEIGHT``), without the level shift it has no run for (its runs bring
+        that, see ``_nearest_for``). A context the model knows keeps the network's curve."""
+        if not self.schema.unknown_properties(ctx):
+            return network
+        found = self._nearest_training_curve(ctx)
+        if found is None:
+            return network
+        log_n, log_runtime = found
+        near = nearest_log_runtime(
+            log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
+        )
+        return (1 - NEAREST_WEIGHT) * network + NEAREST_WEIGHT * near
 
     def _network_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
         """The members' mean log runtime at ``ns`` (the fine-tuned correction applied where tuned)."""
