@@ -700,14 +700,16 @@ class RuntimeModel:
 
     def _untuned_log(self, ctx: dict[str, str | float], ns: np.ndarray, network: np.ndarray) -> np.ndarray:
         """The prediction before the context has runs: the network's curve, except for a context
-        with a value the model reads as unknown (a new machine type...). There the network
+        with a value the model reads as unknown (a new machine type...) or lacking one. There the network
         extrapolates from what its members saw, and a job type trained on a few contexts gave each
         member fewer still (with two, one each: a member cannot tell the contexts apart); the
         training contexts nearest to it measured their curves. The prediction blends the two in log
         space with the share the tuned prediction gives that curve (``NearestCurve.weight``,
         ``finetuning.NEAREST_WEIGHT``), without the level shift it has no run for (its runs bring
         that, see ``_nearest_for``). A context the model knows keeps the network's curve."""
-        if not self.schema.unknown_properties(ctx):
+        # (a property every training run of the job had and the context lacks reads as unknown too)
+        lacks = any(ctx.get(p) is None for p in self.schema.required.get(str(ctx["job_type"]), ()))
+        if not lacks and not self.schema.unknown_properties(ctx):
             return network
         found = self._nearest_training_curve(ctx)
         if found is None:

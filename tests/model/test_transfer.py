@@ -211,3 +211,58 @@ def test_a_model_file_of_an_older_format_is_refused_with_retrain(
     header["format"] = older
     with pytest.raises(ModelFileError, match=rf"{older}.*retrain with `bellamy train`"):
         RuntimeModel.from_bytes(save(load(data), metadata={"bellamy": json.dumps(header)}))
+
+
+@pytest.fixture(scope="module")
+def kmeans_on_two_machine_types(c3o_kmeans: pd.DataFrame) -> RuntimeModel:
+    """kmeans pre-trained on its one context on m4.2xlarge and its one on r4.xlarge: the shape of
+    C3O's leave-machine-type-out split that holds out r4.2xlarge (28 contexts)."""
+    train = c3o_kmeans[c3o_kmeans["machine_type"] != "r4.2xlarge"]
+    return RuntimeModel.pretrain(train.drop(columns=["context_id"]), seed=0, config=FAST)
+
+
+def test_a_new_machine_type_before_runs_leans_on_the_nearest_training_curves(
+    kmeans_on_two_machine_types: RuntimeModel, c3o_kmeans: pd.DataFrame
+) -> None:
+    """Issue 17, k = 0: with two training contexts each ensemble member saw one of them, and the
+    network's curve for a context on a machine type it never saw fitted neither (C3O kmeans on
+    r4.2xlarge: 59 % mean relative error, above the nearest-curves heuristic's 43 %). Blended with
+    the measured curves of the training contexts nearest to it, the prediction beats both the
+    network alone and the heuristic."""
+    from airflow_provider_bellamy.benchmarks.common import NearestCurves
+
+    model = kmeans_on_two_machine_types
+    train = c3o_kmeans[c3o_kmeans["machine_type"] != "r4.2xlarge"]
+    held = c3o_kmeans[c3o_kmeans["machine_type"] == "r4.2xlarge"]
+    heuristic = NearestCurves(train, "machine_type", held)
+    errors: dict[str, list[float]] = {"bellamy": [], "network": [], "heuristic": []}
+    for _, runs in held.groupby("context_id"):
+        ctx = _context(runs)
+        ns = runs["scale_out"].to_numpy()
+        actual = runs["runtime_s"].to_numpy()
+        assert "machine_type" in model.schema.unknown_properties(model._normalise(ctx))
+        network = np.exp(model._network_log(model._normalise(ctx), ns.astype(float)))
+        for name, predicted in (
+            ("bellamy", model.predict(ctx, ns.tolist())),
+            ("network", network),
+            ("heuristic", heuristic.predict(ctx, runs.iloc[:0], ns)),
+        ):
+            errors[name].extend(np.abs(predicted - actual) / actual)
+    mre = {name: float(np.mean(e)) for name, e in errors.items()}
+    assert mre["bellamy"] < mre["network"] and mre["bellamy"] < mre["heuristic"], mre
+
+
+def test_a_context_inside_the_training_data_keeps_the_networks_curve_and_band(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """The nearest curves answer only for a context the model reads something unknown in: one
+    inside the training data gets the network's curve, bit for bit, and the band around it."""
+    ctx = _context(grep_runs[grep_runs["context_id"] == held_out_context])
+    normalised = grep_model._normalise(ctx)
+    assert grep_model.schema.unknown_properties(normalised) == []
+    ns = [1, 2, 4, 8, 12, 20]
+    network = grep_model._network_log(normalised, np.array(ns, dtype=float))
+    np.testing.assert_array_equal(grep_model.predict(ctx, ns), np.exp(network))
+    band = grep_model.band(ctx, ns)
+    np.testing.assert_array_equal(band.mean, np.exp(network))
+    assert not band.extrapolation.extrapolating
