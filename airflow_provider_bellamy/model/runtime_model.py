@@ -588,6 +588,18 @@ class RuntimeModel:
         a context the model knows, no such contexts)."""
         if not self.schema.unknown_properties(ctx):
             return None
+        found = self._nearest_training_curve(ctx)
+        if found is None:
+            return None
+        log_n, log_runtime = found
+        network = tuned._network_log(ctx, ns.astype(np.float64))
+        ends = tuned._network_log(ctx, np.exp(log_n[[0, -1]]))
+        shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
+        return NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + shift).tolist()), NEAREST_WEIGHT)
+
+    def _nearest_training_curve(self, ctx: dict[str, str | float]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(log scale-outs, mean log runtime) of the training contexts of ``ctx``'s job nearest to
+        it in the properties it gives with a value the model knows (``finetuning.nearest_curve``)."""
         curves = self.metadata["curves"]
         names = [
             p
@@ -597,14 +609,7 @@ class RuntimeModel:
             and ctx.get(p) is not None
             and self.schema.is_known(p, ctx[p])
         ]
-        found = nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names)
-        if found is None:
-            return None
-        log_n, log_runtime = found
-        network = tuned._network_log(ctx, ns.astype(np.float64))
-        ends = tuned._network_log(ctx, np.exp(log_n[[0, -1]]))
-        shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
-        return NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + shift).tolist()), NEAREST_WEIGHT)
+        return nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names)
 
     @property
     def _likelihood_sd(self) -> float:
@@ -687,7 +692,7 @@ class RuntimeModel:
         tuned = self._tuned_for(ctx)
         network = self._network_log(ctx, ns)
         if tuned is None:
-            return network, network
+            return network, self._untuned_log(ctx, ns, network)
         if tuned.nearest is not None:
             log_n, log_runtime = np.asarray(tuned.nearest.log_n), np.asarray(tuned.nearest.log_runtime)
             near = nearest_log_runtime(
@@ -706,6 +711,32 @@ class RuntimeModel:
             noise_sd=self._likelihood_sd,
         )[0]
         return network, curve
+
+    def _untuned_log(self, ctx: dict[str, str | float], ns: np.ndarray, network: np.ndarray) -> np.ndarray:
+        """The prediction before the context has runs: the network's curve, except for a context
+        with a value the model reads as unknown (a new machine type...) or lacking one. There the
+        network extrapolates from what its members saw, and a job type trained on a few contexts
+        gave each member fewer still (with two, one each: a member cannot tell the contexts
+        apart); the training contexts nearest to it measured their curves. The prediction blends
+        the two in log space with the share the tuned prediction gives that curve
+        (``finetuning.NEAREST_WEIGHT``), without the level shift it has no run for (its runs bring
+        that, see ``_nearest_for``), and with less of it the farther the context lies beyond the
+        trained range of a number that varied (``nearest_share``): a sort of 6 MB is not timed by
+        curves measured at 10 GB, the network's learned size effect is the better guess there. A
+        context the model knows keeps the network's curve."""
+        # (a property every training run of the job had and the context lacks reads as unknown too)
+        lacks = any(ctx.get(p) is None for p in self.schema.required.get(str(ctx["job_type"]), ()))
+        if not lacks and not self.schema.unknown_properties(ctx):
+            return network
+        found = self._nearest_training_curve(ctx)
+        if found is None:
+            return network
+        log_n, log_runtime = found
+        near = nearest_log_runtime(
+            log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
+        )
+        weight = nearest_share(signals(self.metadata["domain"], ctx))
+        return (1 - weight) * network + weight * near
 
     def _network_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
         """The members' mean log runtime at ``ns`` (the fine-tuned correction applied where tuned)."""
@@ -1249,6 +1280,16 @@ def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
     if calibration.tables is None:
         return None
     return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
+
+
+def nearest_share(ext: Extrapolation) -> float:
+    """The nearest training curves' share in a prediction before the context's first run:
+    ``NEAREST_WEIGHT`` while the context lies at most one trained span beyond the range of every
+    number that varied in training (``OutOfRange.widths`` ≤ 1: no farther out than the training
+    contexts lie apart), then falling as one over the distance in spans. Numbers with one trained
+    value do not count: the network reads them as that value, the curves ignore them."""
+    widths = max((o.widths for o in ext.out_of_range if o.span > 0), default=0.0)
+    return NEAREST_WEIGHT * min(1.0, 1.0 / widths) if widths > 0 else NEAREST_WEIGHT
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ does not give, and job types whose runs come with different property sets (issue
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -14,6 +15,7 @@ from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.features import FeatureSchema
+from airflow_provider_bellamy.model.runtime_model import nearest_share
 
 from .conftest import FAST
 
@@ -211,3 +213,124 @@ def test_a_model_file_of_an_older_format_is_refused_with_retrain(
     header["format"] = older
     with pytest.raises(ModelFileError, match=rf"{older}.*retrain with `bellamy train`"):
         RuntimeModel.from_bytes(save(load(data), metadata={"bellamy": json.dumps(header)}))
+
+
+@pytest.fixture(scope="module")
+def kmeans_on_two_machine_types(c3o_kmeans: pd.DataFrame) -> RuntimeModel:
+    """kmeans pre-trained on its one context on m4.2xlarge and its one on r4.xlarge: the shape of
+    C3O's leave-machine-type-out split that holds out r4.2xlarge (28 contexts)."""
+    train = c3o_kmeans[c3o_kmeans["machine_type"] != "r4.2xlarge"]
+    return RuntimeModel.pretrain(train.drop(columns=["context_id"]), seed=0, config=FAST)
+
+
+def test_a_new_machine_type_before_runs_leans_on_the_nearest_training_curves(
+    kmeans_on_two_machine_types: RuntimeModel, c3o_kmeans: pd.DataFrame
+) -> None:
+    """Issue 17, k = 0: with two training contexts each ensemble member saw one of them, and the
+    network's curve for a context on a machine type it never saw fitted neither (C3O kmeans on
+    r4.2xlarge: 59 % mean relative error, above the nearest-curves heuristic's 43 %). Blended with
+    the measured curves of the training contexts nearest to it, the prediction beats both the
+    network alone and the heuristic."""
+    from airflow_provider_bellamy.benchmarks.common import NearestCurves
+
+    model = kmeans_on_two_machine_types
+    train = c3o_kmeans[c3o_kmeans["machine_type"] != "r4.2xlarge"]
+    held = c3o_kmeans[c3o_kmeans["machine_type"] == "r4.2xlarge"]
+    heuristic = NearestCurves(train, "machine_type", held)
+    errors: dict[str, list[float]] = {"bellamy": [], "network": [], "heuristic": []}
+    for _, runs in held.groupby("context_id"):
+        ctx = _context(runs)
+        ns = runs["scale_out"].to_numpy()
+        actual = runs["runtime_s"].to_numpy()
+        assert "machine_type" in model.schema.unknown_properties(model._normalise(ctx))
+        network = np.exp(model._network_log(model._normalise(ctx), ns.astype(float)))
+        for name, predicted in (
+            ("bellamy", model.predict(ctx, ns.tolist())),
+            ("network", network),
+            ("heuristic", heuristic.predict(ctx, runs.iloc[:0], ns)),
+        ):
+            errors[name].extend(np.abs(predicted - actual) / actual)
+    mre = {name: float(np.mean(e)) for name, e in errors.items()}
+    assert mre["bellamy"] < mre["network"] and mre["bellamy"] < mre["heuristic"], mre
+
+
+def test_a_context_inside_the_training_data_keeps_the_networks_curve_and_band(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+) -> None:
+    """The nearest curves answer only for a context the model reads something unknown in: one
+    inside the training data gets the network's curve, bit for bit, and the band around it."""
+    ctx = _context(grep_runs[grep_runs["context_id"] == held_out_context])
+    normalised = grep_model._normalise(ctx)
+    assert grep_model.schema.unknown_properties(normalised) == []
+    ns = [1, 2, 4, 8, 12, 20]
+    network = grep_model._network_log(normalised, np.array(ns, dtype=float))
+    np.testing.assert_array_equal(grep_model.predict(ctx, ns), np.exp(network))
+    band = grep_model.band(ctx, ns)
+    np.testing.assert_array_equal(band.mean, np.exp(network))
+    assert not band.extrapolation.extrapolating
+
+
+def test_the_nearest_curves_share_falls_beyond_one_trained_span() -> None:
+    """Before its first run a context with an unknown value leans on the nearest training curves
+    (``NEAREST_WEIGHT``) while it lies no farther beyond a varied number's range than that range
+    is wide; beyond, the share falls as one over the distance in spans. A number with one trained
+    value (span 0) does not count: the network reads it as that value."""
+    from airflow_provider_bellamy.model.extrapolation import Extrapolation, OutOfRange
+    from airflow_provider_bellamy.model.finetuning import NEAREST_WEIGHT
+
+    def beyond(factor: float, span: float) -> OutOfRange:
+        return OutOfRange("data_size_mb", 1.0, "below", factor, factor, span)
+
+    assert nearest_share(Extrapolation()) == NEAREST_WEIGHT
+    # 0.5 decades beyond a range 0.5 decades wide: one span, the full share
+    assert nearest_share(Extrapolation(out_of_range=(beyond(10**0.5, 0.5),))) == pytest.approx(NEAREST_WEIGHT)
+    # 3 decades beyond it: six spans, a sixth of it
+    assert nearest_share(Extrapolation(out_of_range=(beyond(1000.0, 0.5),))) == pytest.approx(
+        NEAREST_WEIGHT / 6
+    )
+    # a one-valued property, however far: the full share
+    assert nearest_share(Extrapolation(out_of_range=(beyond(1000.0, 0.0),))) == NEAREST_WEIGHT
+    # the farthest varied number decides; an infinite distance leaves the network alone
+    both = Extrapolation(out_of_range=(beyond(10**0.5, 0.5), beyond(1000.0, 0.5)))
+    assert nearest_share(both) == pytest.approx(NEAREST_WEIGHT / 6)
+    assert nearest_share(Extrapolation(out_of_range=(beyond(math.inf, 0.5),))) == 0.0
+
+
+def test_a_context_far_below_the_trained_sizes_keeps_the_networks_size_effect(
+    grep_without_c4: RuntimeModel,
+) -> None:
+    """The demo's case: a grep of 24 MB on a machine type never seen, 421× below the smallest
+    trained input (C3O: 10-20 GB). The nearest training curves were measured at 10 GB; the
+    prediction stays near the network's curve (its learned size effect), while a context on the
+    same machine type inside the trained sizes takes the full share."""
+    from airflow_provider_bellamy.model.finetuning import NEAREST_WEIGHT
+
+    model = grep_without_c4
+    local = {
+        "job_type": "grep",
+        "framework": "spark",
+        "machine_type": "loopback-1c1g",
+        "cores": 8.0,
+        "memory_mb": 32000.0,
+        "data_size_mb": 24.0,
+        "lines": 300000.0,
+        "line_length": 100.0,
+        "p_occurrence": 0.3,
+    }
+    ns = np.array([1.0, 2.0, 4.0, 8.0])
+    for data_size, share in ((24.0, None), (15150.0, NEAREST_WEIGHT)):
+        ctx = model._normalise({**local, "data_size_mb": data_size, "lines": data_size / 24.0 * 300000.0})
+        network = model._network_log(ctx, ns)
+        near = model._nearest_training_curve(ctx)
+        assert near is not None
+        predicted = np.log(model.predict(ctx, ns.astype(int).tolist()))
+        found = nearest_share(model.extrapolation(ctx))
+        if share is not None:
+            assert found == share
+        else:
+            assert 0 < found < NEAREST_WEIGHT / 5
+        gap = np.abs(predicted - network)
+        assert np.all(gap > 0)
+        if share is None:
+            # the network's curve within 10 %: its size effect, not 10 GB curves, times the run
+            assert np.all(gap < np.log(1.1)), np.exp(gap)
