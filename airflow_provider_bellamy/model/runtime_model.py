@@ -817,8 +817,10 @@ class RuntimeModel:
             lower, upper = np.minimum(lower, low_s), np.maximum(upper, high_s)
         if outside and not tuned and ext.guessing:
             # no bound at any candidate (a widened table may overflow at some and not at others:
-            # sizing would take the one with a finite astronomic bound); its runs bring bounds back
-            upper = np.full(len(ns), np.inf)
+            # sizing would take the one with a finite astronomic bound), on either side: the lower
+            # bound is as much a guess (the demo's sort ran 0.3× its prediction, under the tables'
+            # lower bound); its runs bring bounds back
+            lower, upper = np.zeros(len(ns)), np.full(len(ns), np.inf)
         # Residuals that all lie on one side of a curve (a bucket where the model is biased) would put
         # the band beside its own prediction; the band always holds it (only ever wider).
         point = np.exp(mean)

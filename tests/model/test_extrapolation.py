@@ -172,15 +172,16 @@ def test_a_context_far_outside_gets_a_wide_band_and_says_so(sort: SortCase) -> N
 
 
 def test_a_guess_has_no_upper_bound_until_the_context_has_runs(sort: SortCase) -> None:
-    """A number FAR_FACTOR beyond its trained range makes the prediction a guess: no upper bound
-    at any candidate (not an overflow at some and an astronomic bound at others); the context's
-    own runs bring finite bounds back."""
+    """A number FAR_FACTOR beyond its trained range makes the prediction a guess: no bound at any
+    candidate (not an overflow at some and an astronomic bound at others), below or above; the
+    context's own runs bring finite bounds back."""
     model, train = sort.model, sort.train
     ctx = train.iloc[0].to_dict()
     far_size = float(train["data_size_mb"].max()) * 1e4
     assert signals(model.metadata["domain"], {**ctx, "data_size_mb": far_size}).guessing
     untuned = model.band({**ctx, "data_size_mb": far_size}, [2, 4, 8, 12], 0.9)
     assert np.all(np.isinf(untuned.upper)) and np.all(np.isfinite(untuned.mean))
+    assert np.all(untuned.lower == 0)  # nor a lower one: a guess either way
     mine = train[
         (train["data_size_mb"] == ctx["data_size_mb"]) & (train["machine_type"] == ctx["machine_type"])
     ]
