@@ -549,7 +549,8 @@ def combine_nearest(
     """One curve (log scale-outs, log runtime) from candidate nearest curves, each rescaled to the
     runs (``scale_outs``, ``log_y``) and weighted by how well its shape then fits them:
     exp(-Σ residual² / (2 noise_sd²)), a likelihood with equal prior odds (one run fits every
-    candidate exactly: a level says nothing of the shape, and they count alike).
+    candidate exactly: a level says nothing of the shape, and they count alike). The rescaling
+    weighs each run by 1 / (noise_sd² + the candidates' disagreement on the shape there).
     ``network_at``: the network's log runtime at given scale-outs, which each candidate follows
     beyond its own scale-outs (``nearest_log_runtime``). The result lies on the union of the
     candidates' points; beyond them every candidate follows the network's shape, and so does
@@ -557,13 +558,25 @@ def combine_nearest(
     ns = np.asarray(scale_outs, dtype=float)
     at = np.unique(np.concatenate([log_n for log_n, _ in candidates]))
     network_runs, network_points = network_at(ns), network_at(np.exp(at))
+    ends = [network_at(np.exp(log_n[[0, -1]])) for log_n, _ in candidates]
+    at_runs = np.stack(
+        [
+            nearest_log_runtime(log_n, curve, network_runs, end, ns)
+            for (log_n, curve), end in zip(candidates, ends, strict=True)
+        ]
+    )
+    # Where the candidates disagree on the shape (drawn from the largest scale-out run, where the
+    # input per node's memory is least and the curves agree most) a run says less of the level:
+    # a run in a cliff that only one candidate has must not shift the whole curve by its height.
+    shape = at_runs - at_runs[:, [int(np.argmax(ns))]]
+    variance = noise_sd**2 + shape.var(axis=0)
     curves, misfit = [], []
-    for log_n, curve in candidates:
-        ends = network_at(np.exp(log_n[[0, -1]]))
-        residual = log_y - nearest_log_runtime(log_n, curve, network_runs, ends, ns)
-        shift = float(np.mean(residual))
+    for (log_n, curve), end, fitted in zip(candidates, ends, at_runs, strict=True):
+        residual = log_y - fitted
+        shift = float(np.sum(residual / variance) / np.sum(1 / variance))
+        # the shape's evidence: its misfit after that level, at the runs' own noise
         misfit.append(float(np.sum((residual - shift) ** 2)))
-        curves.append(nearest_log_runtime(log_n, curve, network_points, ends, np.exp(at)) + shift)
+        curves.append(nearest_log_runtime(log_n, curve, network_points, end, np.exp(at)) + shift)
     weight = _softmax(-np.asarray(misfit) / (2 * noise_sd**2))
     return at, weight @ np.stack(curves)
 

@@ -135,3 +135,17 @@ def test_a_context_the_model_knows_has_no_nearest_curve(
     np.testing.assert_array_equal(
         tuned.predict(ctx, [2, 4, 8, 12]), grep_model.finetune(points).predict(ctx, [2, 4, 8, 12])
     )
+
+
+def test_a_run_in_a_cliff_the_candidates_disagree_on_does_not_shift_the_level() -> None:
+    """One candidate spills at 2 nodes (10×), the other does not; the context's run at 2 nodes is
+    3× its run at 8 × 4: neither shape. Its level comes from the run at 8, where both candidates
+    agree, not from half-way between the two runs."""
+    log_n = np.log(np.array(GRID, dtype=float))
+    plain = 5.0 - log_n
+    cliff = plain + np.where(log_n < np.log(3), np.log(10.0), 0.0)
+    ns = np.array([2.0, 8.0])
+    log_y = np.array([np.log(3.0) + 2.0 - np.log(2.0), 2.0 - np.log(8.0)])
+    at, combined = combine_nearest([(log_n, plain), (log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
+    at_8 = float(np.interp(np.log(8.0), at, combined))
+    assert at_8 == pytest.approx(log_y[1], abs=0.05)
