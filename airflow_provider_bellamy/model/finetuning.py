@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -443,6 +443,13 @@ def replicate_checks(scale_outs: np.ndarray, log_y: np.ndarray) -> tuple[float, 
 # per differing string) at which a training context's weight falls by a factor e.
 NEAREST_WEIGHT = 0.75
 NEAREST_LENGTH = 0.5
+# The coordinates a training context's curve is carried to another context in (``nearest_curve``).
+# None, by scale-out: the same job on as many nodes does as much work per node (sort, grep). By the
+# input per node's memory (``features.DERIVED``): a memory cliff sits where that crosses the job's
+# working set, so on nodes with twice the memory it sits at half the scale-out (C3O's kmeans, sgd:
+# 2 nodes of r4.2xlarge spill as 4 of m4.2xlarge do). Which one carries a job is not known in
+# advance: both curves are candidates and the context's runs weigh them (``combine_nearest``).
+ALIGNMENTS: tuple[str | None, ...] = (None, "data_per_node_memory")
 
 
 def property_distance(
@@ -469,10 +476,17 @@ def nearest_curve(
     curves: Sequence[Mapping[str, Any]],
     grid: Sequence[float],
     names: Iterable[str],
+    align: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(log scale-outs, mean log runtime) of the training contexts of ``context``'s job type,
     weighted by exp(-distance / NEAREST_LENGTH) (``property_distance`` over ``names``), on the
     scale-outs of ``grid`` all of them measured; None without such contexts or common scale-outs.
+
+    ``align``: a property (see ``ALIGNMENTS``) in whose ratio each training context's curve is
+    carried over instead: at scale-out n ``context`` stands where a training context stood at
+    n · its value / the context's value of ``align``. The curve then lies on the scale-outs every
+    context that matters covers, at the points each of them measured (None where they overlap at
+    fewer than two, or a context does not give ``align``).
 
     ``curves``: one entry per training context, {"context": properties, "log_runtime": mean log
     runtime per scale-out of ``grid`` (None where it had no run)}."""
@@ -486,12 +500,93 @@ def nearest_curve(
     weight = np.exp(-(distance - distance.min()) / NEAREST_LENGTH)
     # the scale-outs every context that matters measured (weight ≥ 1 %): one curve, one shape
     matters = weight >= 0.01
+    log_grid = np.log(np.asarray(grid, dtype=float))
+    if align is not None:
+        return _aligned_curve(
+            context,
+            [c for c, m in zip(same, matters, strict=True) if m],
+            values[matters],
+            weight[matters],
+            log_grid,
+            align,
+        )
     common = np.all(np.isfinite(values[matters]), axis=0)
     if common.sum() < 2:
         return None
-    log_n = np.log(np.asarray(grid, dtype=float))[common]
+    log_n = log_grid[common]
     mean = np.average(values[matters][:, common], axis=0, weights=weight[matters])
     return log_n, mean
+
+
+def _aligned_curve(
+    context: Mapping[str, str | float],
+    same: Sequence[Mapping[str, Any]],
+    values: np.ndarray,
+    weight: np.ndarray,
+    log_grid: np.ndarray,
+    align: str,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    own = context.get(align)
+    theirs = [c["context"].get(align) for c in same]
+    if not _positive(own) or not all(_positive(v) for v in theirs):
+        return None
+    shifts = np.log(np.asarray(theirs, dtype=float) / float(own))  # type: ignore[arg-type]
+    points = [log_grid[np.isfinite(row)] - shift for row, shift in zip(values, shifts, strict=True)]
+    if any(len(p) < 2 for p in points):
+        return None
+    lo, hi = max(p[0] for p in points), min(p[-1] for p in points)
+    at = np.unique(np.concatenate([p for p in points]).round(12))
+    at = at[(at >= lo - 1e-9) & (at <= hi + 1e-9)]
+    if len(at) < 2:
+        return None
+    rows = [np.interp(at, p, row[np.isfinite(row)]) for p, row in zip(points, values, strict=True)]
+    return at, np.average(rows, axis=0, weights=weight)
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, float | int) and not isinstance(value, bool) and value > 0
+
+
+def combine_nearest(
+    candidates: Sequence[tuple[np.ndarray, np.ndarray]],
+    network_at: Callable[[np.ndarray], np.ndarray],
+    scale_outs: np.ndarray,
+    log_y: np.ndarray,
+    noise_sd: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One curve (log scale-outs, log runtime) from candidate nearest curves, each rescaled to the
+    runs (``scale_outs``, ``log_y``) and weighted by how well its shape then fits them:
+    exp(-Σ residual² / (2 noise_sd²)), a likelihood with equal prior odds (one run fits every
+    candidate exactly: a level says nothing of the shape, and they count alike). The rescaling
+    weighs each run by 1 / (noise_sd² + the candidates' disagreement on the shape there).
+    ``network_at``: the network's log runtime at given scale-outs, which each candidate follows
+    beyond its own scale-outs (``nearest_log_runtime``). The result lies on the union of the
+    candidates' points; beyond them every candidate follows the network's shape, and so does
+    their mixture."""
+    ns = np.asarray(scale_outs, dtype=float)
+    at = np.unique(np.concatenate([log_n for log_n, _ in candidates]))
+    network_runs, network_points = network_at(ns), network_at(np.exp(at))
+    ends = [network_at(np.exp(log_n[[0, -1]])) for log_n, _ in candidates]
+    at_runs = np.stack(
+        [
+            nearest_log_runtime(log_n, curve, network_runs, end, ns)
+            for (log_n, curve), end in zip(candidates, ends, strict=True)
+        ]
+    )
+    # Where the candidates disagree on the shape (drawn from the largest scale-out run, where the
+    # input per node's memory is least and the curves agree most) a run says less of the level:
+    # a run in a cliff that only one candidate has must not shift the whole curve by its height.
+    shape = at_runs - at_runs[:, [int(np.argmax(ns))]]
+    variance = noise_sd**2 + shape.var(axis=0)
+    curves, misfit = [], []
+    for (log_n, curve), end, fitted in zip(candidates, ends, at_runs, strict=True):
+        residual = log_y - fitted
+        shift = float(np.sum(residual / variance) / np.sum(1 / variance))
+        # the shape's evidence: its misfit after that level, at the runs' own noise
+        misfit.append(float(np.sum((residual - shift) ** 2)))
+        curves.append(nearest_log_runtime(log_n, curve, network_points, end, np.exp(at)) + shift)
+    weight = _softmax(-np.asarray(misfit) / (2 * noise_sd**2))
+    return at, weight @ np.stack(curves)
 
 
 def nearest_log_runtime(

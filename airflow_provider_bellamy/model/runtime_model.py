@@ -44,9 +44,11 @@ from airflow_provider_bellamy.model.features import (
     scale_out_basis,
 )
 from airflow_provider_bellamy.model.finetuning import (
+    ALIGNMENTS,
     NEAREST_WEIGHT,
     OTHER_ENVIRONMENT_PRIOR,
     UNSEEN_VALUE_PRIOR,
+    combine_nearest,
     fit_context,
     nearest_curve,
     nearest_log_runtime,
@@ -588,18 +590,31 @@ class RuntimeModel:
         a context the model knows, no such contexts)."""
         if not self.schema.unknown_properties(ctx):
             return None
-        found = self._nearest_training_curve(ctx)
-        if found is None:
+        found = [
+            curve for align in ALIGNMENTS if (curve := self._nearest_training_curve(ctx, align)) is not None
+        ]
+        if not found:
             return None
-        log_n, log_runtime = found
-        network = tuned._network_log(ctx, ns.astype(np.float64))
-        ends = tuned._network_log(ctx, np.exp(log_n[[0, -1]]))
-        shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
-        return NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + shift).tolist()), NEAREST_WEIGHT)
 
-    def _nearest_training_curve(self, ctx: dict[str, str | float]) -> tuple[np.ndarray, np.ndarray] | None:
+        def network_at(scale_outs: np.ndarray) -> np.ndarray:
+            return tuned._network_log(ctx, np.asarray(scale_outs, dtype=np.float64))
+
+        if len(found) == 1:
+            log_n, log_runtime = found[0]
+            ends = network_at(np.exp(log_n[[0, -1]]))
+            network = network_at(ns)
+            shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
+            log_runtime = log_runtime + shift
+        else:
+            log_n, log_runtime = combine_nearest(found, network_at, ns, log_y, self._likelihood_sd)
+        return NearestCurve(tuple(log_n.tolist()), tuple(log_runtime.tolist()), NEAREST_WEIGHT)
+
+    def _nearest_training_curve(
+        self, ctx: dict[str, str | float], align: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """(log scale-outs, mean log runtime) of the training contexts of ``ctx``'s job nearest to
-        it in the properties it gives with a value the model knows (``finetuning.nearest_curve``)."""
+        it in the properties it gives with a value the model knows, carried by scale-out or by the
+        ratio of ``align`` (``finetuning.nearest_curve``)."""
         curves = self.metadata["curves"]
         names = [
             p
@@ -609,7 +624,7 @@ class RuntimeModel:
             and ctx.get(p) is not None
             and self.schema.is_known(p, ctx[p])
         ]
-        return nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names)
+        return nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names, align)
 
     @property
     def _likelihood_sd(self) -> float:

@@ -1,0 +1,151 @@
+"""The nearest training contexts' curves carried to a context on a machine type the model never saw,
+by scale-out and by data per node memory, weighed by their fit to the context's runs (issue 17)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import airflow_provider_bellamy.model.runtime_model as runtime_model
+from airflow_provider_bellamy.benchmarks.common import with_context_ids
+from airflow_provider_bellamy.datasets import load_traces
+from airflow_provider_bellamy.model import RuntimeModel
+from airflow_provider_bellamy.model.finetuning import combine_nearest, nearest_curve
+
+from .conftest import FAST
+
+GRID = [2, 4, 6, 8, 10, 12]
+
+
+def _spilling(data_per_node_memory: float) -> list[float]:
+    """log runtime of a job whose input per node's memory above 0.2 spills (10× slower)."""
+    return [float(np.log(100.0 / n * (10.0 if data_per_node_memory / n > 0.2 else 1.0))) for n in GRID]
+
+
+def _curves(*contexts: dict[str, object]) -> list[dict[str, object]]:
+    return [
+        {"context": c, "log_runtime": _spilling(float(c["data_per_node_memory"]))}  # type: ignore[arg-type]
+        for c in contexts
+    ]
+
+
+def test_a_cliff_carried_by_data_per_node_memory_moves_with_the_memory() -> None:
+    """Trained on nodes with half the memory, the job spills at 2 nodes; on the context's nodes
+    with twice the memory it does not: the aligned curve has no cliff at 2 nodes, the curve by
+    scale-out does."""
+    trained = {"job_type": "kmeans", "k": 3.0, "data_per_node_memory": 0.5}
+    context = {"job_type": "kmeans", "k": 3.0, "data_per_node_memory": 0.25}
+    by_scale_out = nearest_curve(context, _curves(trained), GRID, ["k"])
+    aligned = nearest_curve(context, _curves(trained), GRID, ["k"], "data_per_node_memory")
+    assert by_scale_out is not None and aligned is not None
+    np.testing.assert_allclose(by_scale_out[0], np.log(GRID))
+    # at n the context stands where the trained one stood at 2n: 1..6 nodes
+    np.testing.assert_allclose(aligned[0], np.log(GRID) - np.log(2))
+    at_2 = lambda curve: float(np.interp(np.log(2), *curve))  # noqa: E731
+    assert at_2(by_scale_out) == pytest.approx(np.log(500))  # the cliff
+    assert at_2(aligned) == pytest.approx(np.log(25))  # 4 nodes of the trained one: no cliff
+    # what the context does not give cannot align it (nor a training context lacking it)
+    assert (
+        nearest_curve({"job_type": "kmeans", "k": 3.0}, _curves(trained), GRID, ["k"], "data_per_node_memory")
+        is None
+    )
+
+
+def test_aligned_curves_of_several_contexts_meet_where_all_of_them_measured() -> None:
+    near = {"job_type": "sgd", "data_per_node_memory": 0.5}
+    other = {"job_type": "sgd", "data_per_node_memory": 1.0}
+    context = {"job_type": "sgd", "data_per_node_memory": 0.25}
+    log_n, log_runtime = nearest_curve(context, _curves(near, other), GRID, [], "data_per_node_memory")  # type: ignore[misc]
+    # near covers 1..6 nodes of the context, other 0.5..3: their overlap, 1..3
+    assert log_n[0] == pytest.approx(0.0) and log_n[-1] == pytest.approx(np.log(3))
+    assert np.all(np.diff(log_n) > 0) and np.all(np.isfinite(log_runtime))
+    # no overlap of two points: no curve
+    far = {"job_type": "sgd", "data_per_node_memory": 6.0}
+    assert nearest_curve(context, _curves(near, far), GRID, [], "data_per_node_memory") is None
+
+
+def _line(slope: float) -> tuple[np.ndarray, np.ndarray]:
+    log_n = np.log(np.array(GRID, dtype=float))
+    return log_n, 5.0 + slope * log_n
+
+
+def _flat(scale_outs: np.ndarray) -> np.ndarray:
+    return np.zeros(len(np.asarray(scale_outs)))
+
+
+def test_the_runs_choose_the_candidate_whose_shape_they_follow() -> None:
+    steep, shallow = _line(-1.0), _line(-0.3)
+    ns = np.array([2.0, 8.0])
+    log_y = 3.0 - 1.0 * np.log(ns)  # the steep shape, at another level
+    log_n, combined = combine_nearest([shallow, steep], _flat, ns, log_y, noise_sd=0.1)
+    np.testing.assert_allclose(log_n, steep[0])
+    np.testing.assert_allclose(combined, 3.0 - 1.0 * log_n, atol=1e-9)
+
+
+def test_one_run_says_nothing_of_the_shape_and_both_candidates_count_alike() -> None:
+    steep, shallow = _line(-1.0), _line(-0.3)
+    ns, log_y = np.array([4.0]), np.array([2.0])
+    log_n, combined = combine_nearest([shallow, steep], _flat, ns, log_y, noise_sd=0.1)
+    expected = 2.0 - 0.65 * (log_n - np.log(4.0))
+    np.testing.assert_allclose(combined, expected, atol=1e-9)
+    assert float(np.interp(np.log(4.0), log_n, combined)) == pytest.approx(2.0)  # the run's level
+
+
+@pytest.fixture(scope="module")
+def sgd() -> pd.DataFrame:
+    runs = with_context_ids(load_traces())
+    return runs[(runs["dataset"] == "c3o") & (runs["job_type"] == "sgd")]
+
+
+def test_sgd_on_a_machine_type_with_twice_the_memory_is_predicted_better_aligned_by_memory(
+    sgd: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C3O sgd pre-trained on m4.2xlarge and r4.xlarge (32 and 30.5 GB per node), each context on
+    r4.2xlarge (61 GB) fine-tuned on its runs at 4 and 8 nodes: the scale-outs left out are
+    predicted better with the curves carried by data per node memory among the candidates than by
+    scale-out alone."""
+    held = sgd["machine_type"] == "r4.2xlarge"
+    model = RuntimeModel.pretrain(sgd[~held].drop(columns=["context_id"]), seed=0, config=FAST)
+    errors: dict[str, list[float]] = {"by scale-out": [], "both": []}
+    for _, runs in sgd[held].groupby("context_id"):
+        runs = runs.drop(columns=["context_id"])
+        points = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+        test = runs[~runs["scale_out"].isin([4, 8])]
+        ctx = runs.iloc[0].to_dict()
+        for name, alignments in (("by scale-out", (None,)), ("both", (None, "data_per_node_memory"))):
+            monkeypatch.setattr(runtime_model, "ALIGNMENTS", alignments)
+            predicted = model.finetune(points).predict(ctx, test["scale_out"].tolist())
+            errors[name].extend(np.abs(predicted / test["runtime_s"].to_numpy() - 1))
+    assert np.mean(errors["both"]) < 0.8 * np.mean(errors["by scale-out"]), {
+        k: np.mean(v) for k, v in errors.items()
+    }
+
+
+def test_a_context_the_model_knows_has_no_nearest_curve(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A context inside the training data is fine-tuned as before: the nearest curves (and their
+    alignment) never enter."""
+    runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
+    points, ctx = runs.iloc[[0, 7]], runs.iloc[0].to_dict()
+    tuned = grep_model.finetune(points)
+    assert tuned.tuned is not None and tuned.tuned.nearest is None
+    monkeypatch.setattr(runtime_model, "ALIGNMENTS", (None,))
+    np.testing.assert_array_equal(
+        tuned.predict(ctx, [2, 4, 8, 12]), grep_model.finetune(points).predict(ctx, [2, 4, 8, 12])
+    )
+
+
+def test_a_run_in_a_cliff_the_candidates_disagree_on_does_not_shift_the_level() -> None:
+    """One candidate spills at 2 nodes (10×), the other does not; the context's run at 2 nodes is
+    3× its run at 8 × 4: neither shape. Its level comes from the run at 8, where both candidates
+    agree, not from half-way between the two runs."""
+    log_n = np.log(np.array(GRID, dtype=float))
+    plain = 5.0 - log_n
+    cliff = plain + np.where(log_n < np.log(3), np.log(10.0), 0.0)
+    ns = np.array([2.0, 8.0])
+    log_y = np.array([np.log(3.0) + 2.0 - np.log(2.0), 2.0 - np.log(8.0)])
+    at, combined = combine_nearest([(log_n, plain), (log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
+    at_8 = float(np.interp(np.log(8.0), at, combined))
+    assert at_8 == pytest.approx(log_y[1], abs=0.05)
