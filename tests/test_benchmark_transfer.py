@@ -227,7 +227,15 @@ def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(
         decisions=decisions,
     )
     assert report["protocol"] == "leave-machine-type-out"
-    assert list(report["policies"]) == ["bellamy", "ernest", "gbm", "nearest_curves", "always_max", "oracle"]
+    assert list(report["policies"]) == [
+        "bellamy",
+        "bellamy_relaxed",
+        "ernest",
+        "gbm",
+        "nearest_curves",
+        "always_max",
+        "oracle",
+    ]
     per_context = TARGETS_PER_CONTEXT["leave-machine-type-out"]
     for policy, stats in report["policies"].items():
         assert stats["decisions"] == 2 * per_context * len(K_SIZING), policy
@@ -255,6 +263,11 @@ def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(
         chosen = line["decisions"]["bellamy"]["scale_out"]
         meets = [n for n, hi in zip(ns, bellamy["upper_s"], strict=True) if hi <= line["target_s"]]
         assert chosen == (min(meets) if meets else ns[int(np.argmin(bellamy["upper_s"]))])
+        relaxed = line["decisions"]["bellamy_relaxed"]
+        likely = [n for n, m in zip(ns, bellamy["mean_s"], strict=True) if m <= line["target_s"]]
+        assert relaxed["scale_out"] == (chosen if meets or not likely else min(likely))
+        if relaxed["scale_out"] == chosen:
+            assert relaxed == line["decisions"]["bellamy"]
     for policy, stats in report["policies"].items():
         spent = sum(line["decisions"][policy]["node_seconds"] for line in lines)
         oracle_spent = sum(line["decisions"]["oracle"]["node_seconds"] for line in lines)

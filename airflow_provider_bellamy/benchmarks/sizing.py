@@ -47,10 +47,13 @@ from airflow_provider_bellamy.sizing import decide
 if TYPE_CHECKING:
     from airflow_provider_bellamy.model import RuntimeModel
 
-POLICIES = ("bellamy", "ernest", "gbm", "always_max", "oracle")
+# "bellamy_relaxed": Bellamy's band decided with ``infeasible="smallest_predicted"`` (sizing.decide):
+# where no size meets the target at the confidence asked, the smallest predicted to meet it, not the
+# fastest upper bound
+POLICIES = ("bellamy", "bellamy_relaxed", "ernest", "gbm", "always_max", "oracle")
 # the transfer protocols add the nearest-curves heuristic (common.NearestCurves), decided as GBM is:
 # on its point prediction, no band; with no curve of its job type elsewhere, the largest scale-out
-TRANSFER_POLICIES = (*POLICIES[:3], "nearest_curves", *POLICIES[3:])
+TRANSFER_POLICIES = (*POLICIES[:4], "nearest_curves", *POLICIES[4:])
 K_SIZING = (1, 2, 3, 4, 5)
 # per context, k and seed, over all its draws: C3O's folds hold many contexts, Bell's jobs one each
 TARGETS_PER_CONTEXT = {
@@ -68,10 +71,16 @@ MIN_DRAWS_PER_TASK = 4
 
 
 def _choose(
-    scale_outs: list[int], mean: np.ndarray, lower: np.ndarray, upper: np.ndarray, target: float, q: float
+    scale_outs: list[int],
+    mean: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    target: float,
+    q: float,
+    infeasible: str = "fastest",
 ) -> int:
     pred = Prediction("replay", scale_outs, list(mean), list(lower), list(upper), q)
-    return decide(pred, target_s=target).chosen_scale_out
+    return decide(pred, target_s=target, infeasible=infeasible).chosen_scale_out
 
 
 class _Tally:
@@ -189,6 +198,7 @@ def _replay_task(
         confidence,
         np.random.default_rng(20_000 + seed * 100 + task.fold),
         tally,
+        np.random.default_rng(30_000 + seed * 100 + task.fold),
     )
     targets = _split(per_context, _repeats(min_draws, task.held_out["context_id"].nunique(), per_context))
     for k in K_SIZING:
@@ -257,9 +267,11 @@ class _TaskReplay:
         confidence: float,
         rng: np.random.Generator,
         tally: _Tally,
+        relaxed_rng: np.random.Generator,
     ) -> None:
         self.task, self.general, self.gbm, self.nearest = task, general, gbm, nearest
         self.confidence, self.rng, self.tally = confidence, rng, tally
+        self.relaxed_rng = relaxed_rng
         self.contexts = [
             _HeldOutContext.of(cid, g) for cid, g in task.held_out.groupby("context_id", sort=True)
         ]
@@ -300,6 +312,9 @@ class _TaskReplay:
             for target in rng.uniform(c.lowest_target, c.highest_target, targets):
                 choice = {
                     "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
+                    "bellamy_relaxed": _choose(
+                        ns, b_mean, b_lo, b_hi, target, confidence, infeasible="smallest_predicted"
+                    ),
                     "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
                     "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
                     "always_max": max(ns),
@@ -310,9 +325,20 @@ class _TaskReplay:
                 }
                 outcomes = {}
                 for policy in self.tally.policies:
+                    if policy == "bellamy_relaxed":
+                        continue
                     n = choice[policy]
                     runtime = float(rng.choice(runs_at[n]))
                     outcomes[policy] = (runtime <= target, n * runtime)
+                # the same real run as bellamy's where it chose the same size (the two rules differ
+                # only where they choose differently); its own draws never shift the other policies'
+                n = choice["bellamy_relaxed"]
+                if n == choice["bellamy"]:
+                    outcomes["bellamy_relaxed"] = outcomes["bellamy"]
+                else:
+                    runtime = float(self.relaxed_rng.choice(runs_at[n]))
+                    outcomes["bellamy_relaxed"] = (runtime <= target, n * runtime)
+                outcomes = {p: outcomes[p] for p in self.tally.policies}
                 record = None
                 if self.tally.records is not None:
                     record = self._record(c, k, draw, float(target), points, bands, choice, outcomes)
