@@ -230,6 +230,7 @@ def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(
     assert list(report["policies"]) == [
         "bellamy",
         "bellamy_relaxed",
+        "bellamy_min_cost",
         "ernest",
         "gbm",
         "nearest_curves",
@@ -268,6 +269,12 @@ def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(
         assert relaxed["scale_out"] == (chosen if meets or not likely else min(likely))
         if relaxed["scale_out"] == chosen:
             assert relaxed == line["decisions"]["bellamy"]
+        # min_cost: the least node-hours at the upper bound among those meeting the target (or, where
+        # none does, among those predicted to meet it)
+        pool = meets or likely
+        upper = dict(zip(ns, bellamy["upper_s"], strict=True))
+        cheapest = min(pool, key=lambda n: (n * upper[n], n)) if pool else chosen
+        assert line["decisions"]["bellamy_min_cost"]["scale_out"] == cheapest
     for policy, stats in report["policies"].items():
         spent = sum(line["decisions"][policy]["node_seconds"] for line in lines)
         oracle_spent = sum(line["decisions"]["oracle"]["node_seconds"] for line in lines)

@@ -47,13 +47,18 @@ from airflow_provider_bellamy.sizing import decide
 if TYPE_CHECKING:
     from airflow_provider_bellamy.model import RuntimeModel
 
-# "bellamy_relaxed": Bellamy's band decided with ``infeasible="smallest_predicted"`` (sizing.decide):
-# where no size meets the target at the confidence asked, the smallest predicted to meet it, not the
-# fastest upper bound
-POLICIES = ("bellamy", "bellamy_relaxed", "ernest", "gbm", "always_max", "oracle")
+# Bellamy's band decided by the product's other rules (sizing.decide), beside its default
+# (min_scale_out, the fastest where no size meets the target at the confidence asked):
+# "bellamy_relaxed", infeasible="smallest_predicted" (the smallest predicted to meet the target);
+# "bellamy_min_cost", objective="min_cost" with the same (the least node-hours at the upper bound)
+BELLAMY_RULES = {
+    "bellamy_relaxed": ("min_scale_out", "smallest_predicted"),
+    "bellamy_min_cost": ("min_cost", "smallest_predicted"),
+}
+POLICIES = ("bellamy", *BELLAMY_RULES, "ernest", "gbm", "always_max", "oracle")
 # the transfer protocols add the nearest-curves heuristic (common.NearestCurves), decided as GBM is:
 # on its point prediction, no band; with no curve of its job type elsewhere, the largest scale-out
-TRANSFER_POLICIES = (*POLICIES[:4], "nearest_curves", *POLICIES[4:])
+TRANSFER_POLICIES = (*POLICIES[:5], "nearest_curves", *POLICIES[5:])
 K_SIZING = (1, 2, 3, 4, 5)
 # per context, k and seed, over all its draws: C3O's folds hold many contexts, Bell's jobs one each
 TARGETS_PER_CONTEXT = {
@@ -77,10 +82,11 @@ def _choose(
     upper: np.ndarray,
     target: float,
     q: float,
+    objective: str = "min_scale_out",
     infeasible: str = "fastest",
 ) -> int:
     pred = Prediction("replay", scale_outs, list(mean), list(lower), list(upper), q)
-    return decide(pred, target_s=target, infeasible=infeasible).chosen_scale_out
+    return decide(pred, target_s=target, objective=objective, infeasible=infeasible).chosen_scale_out
 
 
 class _Tally:
@@ -267,11 +273,11 @@ class _TaskReplay:
         confidence: float,
         rng: np.random.Generator,
         tally: _Tally,
-        relaxed_rng: np.random.Generator,
+        rules_rng: np.random.Generator,
     ) -> None:
         self.task, self.general, self.gbm, self.nearest = task, general, gbm, nearest
         self.confidence, self.rng, self.tally = confidence, rng, tally
-        self.relaxed_rng = relaxed_rng
+        self.rules_rng = rules_rng
         self.contexts = [
             _HeldOutContext.of(cid, g) for cid, g in task.held_out.groupby("context_id", sort=True)
         ]
@@ -312,9 +318,10 @@ class _TaskReplay:
             for target in rng.uniform(c.lowest_target, c.highest_target, targets):
                 choice = {
                     "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
-                    "bellamy_relaxed": _choose(
-                        ns, b_mean, b_lo, b_hi, target, confidence, infeasible="smallest_predicted"
-                    ),
+                    **{
+                        policy: _choose(ns, b_mean, b_lo, b_hi, target, confidence, *rule)
+                        for policy, rule in BELLAMY_RULES.items()
+                    },
                     "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
                     "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
                     "always_max": max(ns),
@@ -325,19 +332,24 @@ class _TaskReplay:
                 }
                 outcomes = {}
                 for policy in self.tally.policies:
-                    if policy == "bellamy_relaxed":
+                    if policy in BELLAMY_RULES:
                         continue
                     n = choice[policy]
                     runtime = float(rng.choice(runs_at[n]))
                     outcomes[policy] = (runtime <= target, n * runtime)
-                # the same real run as bellamy's where it chose the same size (the two rules differ
-                # only where they choose differently); its own draws never shift the other policies'
-                n = choice["bellamy_relaxed"]
-                if n == choice["bellamy"]:
-                    outcomes["bellamy_relaxed"] = outcomes["bellamy"]
-                else:
-                    runtime = float(self.relaxed_rng.choice(runs_at[n]))
-                    outcomes["bellamy_relaxed"] = (runtime <= target, n * runtime)
+                # Bellamy's other rules: the same real run as another rule's that chose the same size
+                # (the rules differ only where they choose differently), else one of their own draws,
+                # which never shift the other policies'
+                for policy in BELLAMY_RULES:
+                    n = choice[policy]
+                    same = next(
+                        (p for p in ("bellamy", *BELLAMY_RULES) if p in outcomes and choice[p] == n), None
+                    )
+                    if same is None:
+                        runtime = float(self.rules_rng.choice(runs_at[n]))
+                        outcomes[policy] = (runtime <= target, n * runtime)
+                    else:
+                        outcomes[policy] = outcomes[same]
                 outcomes = {p: outcomes[p] for p in self.tally.policies}
                 record = None
                 if self.tally.records is not None:

@@ -15,7 +15,8 @@ import numpy as np
 
 from airflow_provider_bellamy.benchmarks.common import cached_benchmark_runs
 
-lines = [json.loads(line) for line in open(sys.argv[1])]
+with open(sys.argv[1]) as f:
+    lines = [json.loads(line) for line in f]
 runs = cached_benchmark_runs("c3o", None, "leave-machine-type-out").runs
 real = {
     cid: {int(n): r["runtime_s"].to_numpy() for n, r in g.groupby("scale_out")}
@@ -41,6 +42,33 @@ def hit(line: dict, n: int) -> float:
     return float((real[line["context_id"]][n] <= line["target_s"]).mean())
 
 
+def upper_needed() -> dict[tuple[str, int], float]:
+    """Per job type and k, the ratio to Bellamy's mean that 90 % of the worst real runs stay under,
+    at the scale-outs the context was not tuned on: what a 90 % upper bound calibrated per job type
+    would need. In-sample (from the replay's own decisions): the most such a calibration could buy."""
+    ratios, seen = defaultdict(list), set()
+    for line in lines:
+        key = (line["context_id"], line["k"], tuple(line["draw"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        mean = line["predicted"]["bellamy"]["mean_s"]
+        for i, n in enumerate(line["scale_outs"]):
+            if n not in line["tuned_on"]:
+                ratios[(line["job_type"], line["k"])].append(line["real_max_s"][i] / mean[i])
+    return {key: float(np.quantile(r, 0.9)) for key, r in ratios.items()}
+
+
+needed = upper_needed()
+
+
+def relaxed(ns: list[int], mean: np.ndarray, upper: np.ndarray, t: float) -> int:
+    """sizing.decide with infeasible="smallest_predicted"."""
+    if (upper <= t).any():
+        return choose(ns, upper, t)
+    return choose(ns, mean, t)
+
+
 def policies(line: dict) -> dict[str, int]:
     ns, t = line["scale_outs"], line["target_s"]
     mean_r, max_r = np.array(line["real_mean_s"]), np.array(line["real_max_s"])
@@ -53,6 +81,9 @@ def policies(line: dict) -> dict[str, int]:
     # the band's relative width around the truth: what the band alone costs
     out["real_mean_x_bellamy_width"] = choose(ns, mean_r * bu / bm, t)
     out["real_mean_no_band"] = choose(ns, mean_r, t)
+    per_job = bm * needed[(line["job_type"], line["k"])]
+    out["bellamy_band_per_job_type"] = choose(ns, per_job, t)
+    out["bellamy_band_per_job_type_relaxed"] = relaxed(ns, bm, per_job, t)
     # the product's other objective: least node-hours at the upper bound among those meeting
     ok = [n for n, u in zip(ns, bu, strict=True) if u <= t]
     out["bellamy_min_cost"] = (
@@ -73,6 +104,24 @@ def summary(policy: str, mask: np.ndarray | None = None) -> tuple[float, float, 
     return hits[mask].mean(), spent[mask].sum() / oracle[mask].sum(), (spent - oracle)[mask].sum() / total
 
 
+print("per job type and k, the upper / mean ratio a 90 % bound needs (in-sample), against Bellamy's median:")
+for job in sorted({j for j, _ in needed}):
+    medians = {
+        k: np.median(
+            [
+                u / m
+                for line in lines
+                if (line["job_type"], line["k"]) == (job, k)
+                for u, m in zip(
+                    line["predicted"]["bellamy"]["upper_s"],
+                    line["predicted"]["bellamy"]["mean_s"],
+                    strict=True,
+                )
+            ]
+        )
+        for k in sorted({k for j, k in needed if j == job})
+    }
+    print(f"  {job:9s} " + "  ".join(f"k={k}: {needed[(job, k)]:.2f} vs {m:.2f}" for k, m in medians.items()))
 print(f"{len(lines)} decisions; expected node-seconds (n x mean real run at n), share of real runs met")
 print("\n== policies and counterfactuals (all decisions) ==")
 for p in choices[0]:
@@ -125,7 +174,9 @@ for line, c in zip(lines, choices, strict=True):
     ns, n_o, n_b = line["scale_outs"], c["oracle"], c["bellamy"]
     steps[ns.index(n_b) - ns.index(n_o)].append(cost(line, n_b) / cost(line, n_o))
 for s in sorted(steps):
-    print(f"  {s:+d} step(s): {len(steps[s]):5d} decisions, bellamy / oracle node-s median {np.median(steps[s]):.2f}")
+    print(
+        f"  {s:+d} step(s): {len(steps[s]):5d} decisions, bellamy / oracle node-s median {np.median(steps[s]):.2f}"
+    )
 
 print("\n== per job type and held-out task: bellamy, the truth with bellamy's band, the cheapest oracle ==")
 for key in sorted({(line["job_type"], line["task"]) for line in lines}):
@@ -141,7 +192,9 @@ print("\n== bellamy per k ==")
 for k in sorted({line["k"] for line in lines}):
     m = np.array([line["k"] == k for line in lines])
     att, ratio, adds = summary("bellamy", m)
-    print(f"  k={k}: {att:6.1%} at {ratio:.3f}; truth x band {summary('real_mean_x_bellamy_width', m)[1]:.3f}")
+    print(
+        f"  k={k}: {att:6.1%} at {ratio:.3f}; truth x band {summary('real_mean_x_bellamy_width', m)[1]:.3f}"
+    )
 
 print("\n== bellamy per target position, (target - lowest) / (highest - lowest) of the context's range ==")
 pos = []
