@@ -46,6 +46,7 @@ def test_draws_reach_the_minimum_and_none_is_left_without_a_target() -> None:
         ("seeds", True),
         ("confidence", 1.0),
         ("confidence", math.nan),
+        ("decisions", "/"),
     ],
 )
 def test_bad_arguments_are_refused_before_any_training(argument: str, value: object) -> None:

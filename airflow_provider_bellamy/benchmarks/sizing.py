@@ -5,7 +5,9 @@ Targets are drawn from the range of the context's real mean runtimes (restricted
 targets some scale-out meets in every repetition, so an oracle exists). Each policy
 picks among the context's scale-outs; a random real repetition at the chosen
 scale-out decides hit or miss and its node-seconds. The oracle is the smallest
-scale-out whose real runs all meet the target.
+scale-out whose real runs all meet the target. Bellamy's band is decided by the product's default
+rule and by two others (``BELLAMY_RULES``); the report breaks every policy's figures down per job
+type and held-out task (``per_algorithm``, ``per_task``).
 
 The k runs a context is fine-tuned on are drawn at random, and all targets of one draw share
 them: a held-out task with few contexts (Bell holds out one per job) draws them several times
@@ -40,6 +42,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     validate_count,
 )
 from airflow_provider_bellamy.decisions import Prediction
+from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model import ErnestModel
 from airflow_provider_bellamy.records import validate_confidence
 from airflow_provider_bellamy.sizing import decide
@@ -158,6 +161,10 @@ def run_sizing(
     # checked before the first model is pre-trained, not a minute into the run
     confidence = validate_confidence(confidence)
     validate_count("min_draws", min_draws)
+    if decisions is not None and Path(decisions).is_dir():
+        raise InvalidInputError(
+            "decisions", str(decisions), "is a folder: give a file to write the decisions to"
+        )
     started = time.perf_counter()
     data, parts = evaluate_held_out_tasks(
         _replay_task,
