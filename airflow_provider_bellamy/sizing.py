@@ -22,6 +22,12 @@ from airflow_provider_bellamy.records import validate_confidence, validate_scale
 from airflow_provider_bellamy.spec import parse_objective, parse_price, parse_target
 from airflow_provider_bellamy.spec import parse_scale_outs as validate_scale_outs
 
+# what to choose when no candidate meets the target at the requested confidence (docs/sizing.md):
+# the fastest (the lowest upper bound), or the smallest whose predicted runtime meets the target
+# (the requested confidence given up, not the target: where a job's runtime barely changes with its
+# size, the fastest upper bound is one size among near-equals bought at several times the nodes)
+INFEASIBLE_RULES = ("fastest", "smallest_predicted")
+
 
 def _candidates(prediction: Prediction, target_s: float | None, price: float | None) -> list[Candidate]:
     out = []
@@ -52,6 +58,7 @@ def decide(
     price_per_node_hour: float | None = None,
     context: Mapping[str, Any] | None = None,
     framework: str | None = None,
+    infeasible: str = "fastest",
 ) -> SizingDecision:
     """Choose a scale-out. Ties break towards the smaller scale-out, so equal inputs give equal decisions.
 
@@ -59,11 +66,16 @@ def decide(
     * ``min_cost``: the least node-hours (× price) among those meeting the target;
     * ``fastest``: the lowest upper band (the target only decides ``feasible``).
     Without a target, ``min_scale_out``/``min_cost`` pick the cheapest candidate.
-    No candidate meets the target → ``feasible=False``, the fastest candidate, and the shortfall.
+    No candidate meets the target → ``feasible=False``, the shortfall of the candidate chosen, and
+    by ``infeasible``: ``fastest``, the lowest upper bound; ``smallest_predicted``, the smallest
+    candidate whose predicted runtime meets the target (the least node-hours of them with
+    ``min_cost``; the fastest where none does, and always with the ``fastest`` objective).
     """
     target = parse_target(target_s)
     objective = parse_objective(objective)
     price = parse_price(price_per_node_hour)
+    if infeasible not in INFEASIBLE_RULES:
+        raise InvalidInputError("infeasible", infeasible, f"must be one of {', '.join(INFEASIBLE_RULES)}")
     cands = _candidates(prediction, target, price)
     if not cands:
         raise InvalidInputError("scale_outs", [], "must not be empty")
@@ -75,7 +87,21 @@ def decide(
     meeting = [c for c in cands if c.meets_target] if target is not None else cands
     feasible = bool(meeting)
     shortfall = None
-    if not feasible:
+    likely = []
+    if not feasible and target is not None and infeasible == "smallest_predicted" and objective != "fastest":
+        # an unbounded upper bound: the prediction is no guide there (the largest, as below)
+        likely = [c for c in cands if c.predicted_s <= target and math.isfinite(c.upper_s)]
+    if likely:
+        by_cost = objective == "min_cost"
+        chosen = cheapest(likely) if by_cost else min(likely, key=lambda c: c.scale_out)
+        shortfall = chosen.upper_s - target
+        reason = (
+            f"no candidate meets the target {target:.0f} s at {q} confidence; the "
+            f"{'least node-hours' if by_cost else 'smallest'} predicted to meet it: {chosen.scale_out} "
+            f"(predicted {chosen.predicted_s:.0f} s, upper {chosen.upper_s:.0f} s, {shortfall:.0f} s "
+            f"over: below {q} confidence)"
+        )
+    elif not feasible:
         chosen = fastest
         shortfall = fastest.upper_s - target if target is not None else None
         if math.isinf(chosen.upper_s):

@@ -214,14 +214,70 @@ def test_leave_machine_type_out_accuracy_reports_the_heuristic_beside_the_models
     assert list(band["per_algorithm"]) == ["sort"] and band["overall"] == band["per_algorithm"]["sort"]
 
 
-def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(machine_types_file: Path) -> None:
+def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(
+    machine_types_file: Path, tmp_path: Path
+) -> None:
+    decisions = tmp_path / "decisions.jsonl"
     report = run_sizing(
-        traces=machine_types_file, protocol="leave-machine-type-out", seeds=1, quick=True, min_draws=1
+        traces=machine_types_file,
+        protocol="leave-machine-type-out",
+        seeds=1,
+        quick=True,
+        min_draws=1,
+        decisions=decisions,
     )
     assert report["protocol"] == "leave-machine-type-out"
-    assert list(report["policies"]) == ["bellamy", "ernest", "gbm", "nearest_curves", "always_max", "oracle"]
+    assert list(report["policies"]) == [
+        "bellamy",
+        "bellamy_relaxed",
+        "bellamy_min_cost",
+        "ernest",
+        "gbm",
+        "nearest_curves",
+        "always_max",
+        "oracle",
+    ]
     per_context = TARGETS_PER_CONTEXT["leave-machine-type-out"]
     for policy, stats in report["policies"].items():
         assert stats["decisions"] == 2 * per_context * len(K_SIZING), policy
         assert len(stats["interval_95"]["attainment"]) == 2
     assert report["policies"]["oracle"]["node_seconds_vs_oracle"] == 1.0
+    # where the node-seconds go: per job type and per held-out machine type, every policy
+    tasks = report["per_task"]["sort"]
+    assert list(report["per_algorithm"]) == ["sort"] and len(tasks) == 2
+    assert all(t.startswith("held out ") for t in tasks)
+    for policy, stats in report["policies"].items():
+        sort = report["per_algorithm"]["sort"][policy]
+        assert sort["node_seconds_vs_oracle"] == pytest.approx(stats["node_seconds_vs_oracle"])
+        assert sort["adds_to_ratio"] == pytest.approx(stats["node_seconds_vs_oracle"] - 1)
+        assert sum(t[policy]["decisions"] for t in tasks.values()) == stats["decisions"]
+    # every decision in full, and they add up to the report's figures
+    lines = [json.loads(line) for line in decisions.read_text().splitlines()]
+    assert len(lines) == report["policies"]["bellamy"]["decisions"]
+    assert {line["task"] for line in lines} == set(tasks)
+    for line in lines:
+        ns, worst = line["scale_outs"], line["real_max_s"]
+        oracle = line["decisions"]["oracle"]["scale_out"]
+        assert oracle == next(n for n, w in zip(ns, worst, strict=True) if w <= line["target_s"])
+        assert len(line["tuned_on"]) == line["k"] and set(line["tuned_on"]) <= set(ns)
+        bellamy = line["predicted"]["bellamy"]
+        chosen = line["decisions"]["bellamy"]["scale_out"]
+        meets = [n for n, hi in zip(ns, bellamy["upper_s"], strict=True) if hi <= line["target_s"]]
+        assert chosen == (min(meets) if meets else ns[int(np.argmin(bellamy["upper_s"]))])
+        relaxed = line["decisions"]["bellamy_relaxed"]
+        likely = [n for n, m in zip(ns, bellamy["mean_s"], strict=True) if m <= line["target_s"]]
+        assert relaxed["scale_out"] == (chosen if meets or not likely else min(likely))
+        if relaxed["scale_out"] == chosen:
+            assert relaxed == line["decisions"]["bellamy"]
+        # min_cost: the least node-hours at the upper bound among those meeting the target (or, where
+        # none does, among those predicted to meet it)
+        pool = meets or likely
+        upper = dict(zip(ns, bellamy["upper_s"], strict=True))
+        cheapest = min(pool, key=lambda n: (n * upper[n], n)) if pool else chosen
+        assert line["decisions"]["bellamy_min_cost"]["scale_out"] == cheapest
+    for policy, stats in report["policies"].items():
+        spent = sum(line["decisions"][policy]["node_seconds"] for line in lines)
+        oracle_spent = sum(line["decisions"]["oracle"]["node_seconds"] for line in lines)
+        assert spent / oracle_spent == pytest.approx(stats["node_seconds_vs_oracle"])
+        met = np.mean([line["decisions"][policy]["met"] for line in lines])
+        assert met == pytest.approx(stats["attainment"])

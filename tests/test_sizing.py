@@ -46,6 +46,45 @@ def test_unreachable_target_is_infeasible_with_fastest_and_shortfall() -> None:
     assert "short" in d.reason
 
 
+def _plateau() -> Prediction:
+    # a job whose runtime barely falls past 4 nodes, under a ±40 % band: no size meets 210 s at 90 %
+    ns = [2, 4, 6, 8, 10]
+    mean = [280.0, 202.0, 190.0, 189.0, 183.0]
+    return Prediction("pagerank", ns, mean, [m * 0.6 for m in mean], [m * 1.4 for m in mean], 0.9)
+
+
+def test_an_unreachable_target_can_take_the_smallest_predicted_to_meet_it_instead_of_the_fastest() -> None:
+    fastest = decide(_plateau(), target_s=210)
+    assert not fastest.feasible and fastest.chosen_scale_out == 10  # 2.5x the nodes for 10 % less
+    d = decide(_plateau(), target_s=210, infeasible="smallest_predicted")
+    assert not d.feasible and d.chosen_scale_out == 4
+    assert math.isclose(d.shortfall_s, 202 * 1.4 - 210)
+    assert "the smallest predicted to meet it: 4" in d.reason and "below 90% confidence" in d.reason
+    # min_cost: the least node-hours (at the upper bound) among those predicted to meet it
+    cost = decide(_plateau(), target_s=210, objective="min_cost", infeasible="smallest_predicted")
+    assert cost.chosen_scale_out == 4 and "least node-hours predicted" in cost.reason
+    # nothing predicted to meet it, or the fastest asked for: the fastest, as by default
+    assert decide(_plateau(), target_s=150, infeasible="smallest_predicted").chosen_scale_out == 10
+    assert (
+        decide(
+            _plateau(), target_s=210, objective="fastest", infeasible="smallest_predicted"
+        ).chosen_scale_out
+        == 10
+    )
+    # a target met at 90 %: the rule never applies
+    assert decide(_plateau(), target_s=300, infeasible="smallest_predicted").chosen_scale_out == 4
+    assert decide(_plateau(), target_s=300, infeasible="smallest_predicted") == decide(
+        _plateau(), target_s=300
+    )
+
+
+def test_an_unbounded_band_is_no_guide_to_the_smallest_predicted() -> None:
+    inf = math.inf
+    pred = Prediction("grep", [2, 4, 8], [10.0, 6.0, 5.0], [1.0, 1.0, 1.0], [inf, inf, inf], 0.9)
+    d = decide(pred, target_s=60, infeasible="smallest_predicted")
+    assert not d.feasible and d.chosen_scale_out == 8 and "the largest, 8" in d.reason
+
+
 def test_decisions_are_stable_and_round_trip_through_json() -> None:
     a, b = decide(_prediction(), target_s=500), decide(_prediction(), target_s=500)
     assert a.to_dict() == b.to_dict()
@@ -77,6 +116,7 @@ def test_default_decision_uses_largest_candidate_when_unset() -> None:
         ({"target_s": -5}, "target_s"),
         ({"target_s": 10, "objective": "cheapest"}, "objective"),
         ({"target_s": 10, "price_per_node_hour": -1.0}, "price_per_node_hour"),
+        ({"target_s": 10, "infeasible": "cheapest"}, "infeasible"),
     ],
 )
 def test_bad_inputs_name_the_field(kwargs: dict, field: str) -> None:

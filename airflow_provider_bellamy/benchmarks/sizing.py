@@ -5,7 +5,9 @@ Targets are drawn from the range of the context's real mean runtimes (restricted
 targets some scale-out meets in every repetition, so an oracle exists). Each policy
 picks among the context's scale-outs; a random real repetition at the chosen
 scale-out decides hit or miss and its node-seconds. The oracle is the smallest
-scale-out whose real runs all meet the target.
+scale-out whose real runs all meet the target. Bellamy's band is decided by the product's default
+rule and by two others (``BELLAMY_RULES``); the report breaks every policy's figures down per job
+type and held-out task (``per_algorithm``, ``per_task``).
 
 The k runs a context is fine-tuned on are drawn at random, and all targets of one draw share
 them: a held-out task with few contexts (Bell holds out one per job) draws them several times
@@ -15,6 +17,7 @@ bootstrap interval over the draws.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import defaultdict
@@ -39,6 +42,7 @@ from airflow_provider_bellamy.benchmarks.common import (
     validate_count,
 )
 from airflow_provider_bellamy.decisions import Prediction
+from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model import ErnestModel
 from airflow_provider_bellamy.records import validate_confidence
 from airflow_provider_bellamy.sizing import decide
@@ -46,10 +50,18 @@ from airflow_provider_bellamy.sizing import decide
 if TYPE_CHECKING:
     from airflow_provider_bellamy.model import RuntimeModel
 
-POLICIES = ("bellamy", "ernest", "gbm", "always_max", "oracle")
+# Bellamy's band decided by the product's other rules (sizing.decide), beside its default
+# (min_scale_out, the fastest where no size meets the target at the confidence asked):
+# "bellamy_relaxed", infeasible="smallest_predicted" (the smallest predicted to meet the target);
+# "bellamy_min_cost", objective="min_cost" with the same (the least node-hours at the upper bound)
+BELLAMY_RULES = {
+    "bellamy_relaxed": ("min_scale_out", "smallest_predicted"),
+    "bellamy_min_cost": ("min_cost", "smallest_predicted"),
+}
+POLICIES = ("bellamy", *BELLAMY_RULES, "ernest", "gbm", "always_max", "oracle")
 # the transfer protocols add the nearest-curves heuristic (common.NearestCurves), decided as GBM is:
 # on its point prediction, no band; with no curve of its job type elsewhere, the largest scale-out
-TRANSFER_POLICIES = (*POLICIES[:3], "nearest_curves", *POLICIES[3:])
+TRANSFER_POLICIES = (*POLICIES[:5], "nearest_curves", *POLICIES[5:])
 K_SIZING = (1, 2, 3, 4, 5)
 # per context, k and seed, over all its draws: C3O's folds hold many contexts, Bell's jobs one each
 TARGETS_PER_CONTEXT = {
@@ -67,20 +79,30 @@ MIN_DRAWS_PER_TASK = 4
 
 
 def _choose(
-    scale_outs: list[int], mean: np.ndarray, lower: np.ndarray, upper: np.ndarray, target: float, q: float
+    scale_outs: list[int],
+    mean: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    target: float,
+    q: float,
+    objective: str = "min_scale_out",
+    infeasible: str = "fastest",
 ) -> int:
     pred = Prediction("replay", scale_outs, list(mean), list(lower), list(upper), q)
-    return decide(pred, target_s=target).chosen_scale_out
+    return decide(pred, target_s=target, objective=objective, infeasible=infeasible).chosen_scale_out
 
 
 class _Tally:
-    """Every policy's decisions per k: hit or miss, node-seconds, and the draw each rests on."""
+    """Every policy's decisions per k: hit or miss, node-seconds, the draw each rests on and where
+    it was taken (job type, held-out task); with ``record``, every decision's detail as well."""
 
-    def __init__(self, policies: tuple[str, ...] = POLICIES) -> None:
+    def __init__(self, policies: tuple[str, ...] = POLICIES, record: bool = False) -> None:
         self.policies = policies
         self.hits: dict[str, dict[int, list[bool]]] = {p: defaultdict(list) for p in policies}
         self.node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in policies}
         self.units: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+        self.where: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        self.records: list[dict[str, Any]] | None = [] if record else None
 
     def draws(self) -> list[tuple[Any, ...]]:
         """Every draw the decisions rest on, once each, in the order they were made."""
@@ -90,16 +112,29 @@ class _Tally:
         """Append ``other``'s decisions after this tally's (tasks merged in their order)."""
         for k, units in other.units.items():
             self.units[k].extend(units)
+            self.where[k].extend(other.where[k])
         for policy in self.policies:
             for k, hits in other.hits[policy].items():
                 self.hits[policy][k].extend(hits)
                 self.node_s[policy][k].extend(other.node_s[policy][k])
+        if self.records is not None and other.records is not None:
+            self.records.extend(other.records)
 
-    def add(self, k: int, unit: tuple[Any, ...], outcomes: dict[str, tuple[bool, float]]) -> None:
+    def add(
+        self,
+        k: int,
+        unit: tuple[Any, ...],
+        where: tuple[str, str],
+        outcomes: dict[str, tuple[bool, float]],
+        record: dict[str, Any] | None = None,
+    ) -> None:
         self.units[k].append(unit)
+        self.where[k].append(where)
         for policy, (hit, node_seconds) in outcomes.items():
             self.hits[policy][k].append(hit)
             self.node_s[policy][k].append(node_seconds)
+        if self.records is not None and record is not None:
+            self.records.append(record)
 
 
 def run_sizing(
@@ -114,15 +149,22 @@ def run_sizing(
     protocol: str | None = None,
     workers: int = 1,
     model_cache: str | Path | None = None,
+    decisions: str | Path | None = None,
 ) -> dict[str, Any]:
     """The replay on a bundled set, or on the runs of a ``traces`` file split by ``protocol`` (see
     ``benchmark_runs``); ``min_draws``: fine-tuning draws per held-out task and k, at least (more
     draws, the same decisions: a narrower interval for the same time spent pre-training); ``workers``:
     processes the held-out tasks are spread over (the same figures); ``model_cache``: a folder
-    pre-trained models are kept in and read back from (``common.pretrain``)."""
+    pre-trained models are kept in and read back from (``common.pretrain``); ``decisions``: a file
+    every decision is written to as a JSON line (target, real runs, each policy's prediction, choice
+    and outcome), to see where a figure comes from."""
     # checked before the first model is pre-trained, not a minute into the run
     confidence = validate_confidence(confidence)
     validate_count("min_draws", min_draws)
+    if decisions is not None and Path(decisions).is_dir():
+        raise InvalidInputError(
+            "decisions", str(decisions), "is a folder: give a file to write the decisions to"
+        )
     started = time.perf_counter()
     data, parts = evaluate_held_out_tasks(
         _replay_task,
@@ -136,10 +178,13 @@ def run_sizing(
         quick=quick,
         min_draws=min_draws,
         model_cache=model_cache,
+        record=decisions is not None,
     )
-    tally = _Tally(_policies(data))
+    tally = _Tally(_policies(data), record=decisions is not None)
     for part in parts:
         tally.extend(part)
+    if decisions is not None and tally.records is not None:
+        _write_lines(tally.records, decisions)
     seconds = time.perf_counter() - started
     return _summarise(tally, data.name, confidence, seeds, quick, seconds, min_draws, data.report_fields())
 
@@ -153,9 +198,10 @@ def _replay_task(
     confidence: float,
     min_draws: int,
     model_cache: str | Path | None,
+    record: bool = False,
 ) -> _Tally:
     """One held-out task's decisions, every draw and k, in their own tally."""
-    tally = _Tally(_policies(data))
+    tally = _Tally(_policies(data), record=record)
     per_context = TARGETS_PER_CONTEXT[data.protocol]
     replay = _TaskReplay(
         task,
@@ -165,12 +211,21 @@ def _replay_task(
         confidence,
         np.random.default_rng(20_000 + seed * 100 + task.fold),
         tally,
+        np.random.default_rng(30_000 + seed * 100 + task.fold),
     )
     targets = _split(per_context, _repeats(min_draws, task.held_out["context_id"].nunique(), per_context))
     for k in K_SIZING:
         for repeat, count in enumerate(targets):
             replay.draw(k, count, (seed, task.fold, repeat))
     return tally
+
+
+def _write_lines(records: list[dict[str, Any]], path: str | Path) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
 
 
 def _policies(data: BenchmarkRuns) -> tuple[str, ...]:
@@ -225,9 +280,11 @@ class _TaskReplay:
         confidence: float,
         rng: np.random.Generator,
         tally: _Tally,
+        rules_rng: np.random.Generator,
     ) -> None:
         self.task, self.general, self.gbm, self.nearest = task, general, gbm, nearest
         self.confidence, self.rng, self.tally = confidence, rng, tally
+        self.rules_rng = rules_rng
         self.contexts = [
             _HeldOutContext.of(cid, g) for cid, g in task.held_out.groupby("context_id", sort=True)
         ]
@@ -261,9 +318,17 @@ class _TaskReplay:
             e_mean, e_lo, e_hi = ern.predict_band(None, ns, confidence)
             g_mean = np.array([gbm_pred[(c.cid, n)] for n in ns])
             near = None if self.nearest is None else self.nearest.predict(c.properties, points, np.array(ns))
+            bands = {"bellamy": (b_mean, b_lo, b_hi), "ernest": (e_mean, e_lo, e_hi), "gbm": (g_mean,) * 3}
+            if near is not None:
+                bands["nearest_curves"] = (near,) * 3
+            where = (self.task.algorithm, self.task.label())
             for target in rng.uniform(c.lowest_target, c.highest_target, targets):
                 choice = {
                     "bellamy": _choose(ns, b_mean, b_lo, b_hi, target, confidence),
+                    **{
+                        policy: _choose(ns, b_mean, b_lo, b_hi, target, confidence, *rule)
+                        for policy, rule in BELLAMY_RULES.items()
+                    },
                     "ernest": _choose(ns, e_mean, e_lo, e_hi, target, confidence),
                     "gbm": _choose(ns, g_mean, g_mean, g_mean, target, confidence),
                     "always_max": max(ns),
@@ -274,11 +339,63 @@ class _TaskReplay:
                 }
                 outcomes = {}
                 for policy in self.tally.policies:
+                    if policy in BELLAMY_RULES:
+                        continue
                     n = choice[policy]
                     runtime = float(rng.choice(runs_at[n]))
                     outcomes[policy] = (runtime <= target, n * runtime)
+                # Bellamy's other rules: the same real run as another rule's that chose the same size
+                # (the rules differ only where they choose differently), else one of their own draws,
+                # which never shift the other policies'
+                for policy in BELLAMY_RULES:
+                    n = choice[policy]
+                    same = next(
+                        (p for p in ("bellamy", *BELLAMY_RULES) if p in outcomes and choice[p] == n), None
+                    )
+                    if same is None:
+                        runtime = float(self.rules_rng.choice(runs_at[n]))
+                        outcomes[policy] = (runtime <= target, n * runtime)
+                    else:
+                        outcomes[policy] = outcomes[same]
+                outcomes = {p: outcomes[p] for p in self.tally.policies}
+                record = None
+                if self.tally.records is not None:
+                    record = self._record(c, k, draw, float(target), points, bands, choice, outcomes)
                 # the unit of the bootstrap: one context's draw of k runs
-                self.tally.add(k, (self.task.algorithm, c.cid, k, *draw), outcomes)
+                self.tally.add(k, (self.task.algorithm, c.cid, k, *draw), where, outcomes, record)
+
+    def _record(
+        self,
+        c: _HeldOutContext,
+        k: int,
+        draw: tuple[int, int, int],
+        target: float,
+        points: pd.DataFrame,
+        bands: dict[str, tuple[np.ndarray, ...]],
+        choice: dict[str, int],
+        outcomes: dict[str, tuple[bool, float]],
+    ) -> dict[str, Any]:
+        """One decision in full, as ``--decisions`` writes it."""
+        floats = lambda values: [float(v) for v in values]  # noqa: E731
+        return {
+            "job_type": self.task.algorithm,
+            "task": self.task.label(),
+            "context_id": c.cid,
+            "k": k,
+            "draw": list(draw),
+            "target_s": target,
+            "scale_outs": c.scale_outs,
+            "real_mean_s": floats(c.runs_at[n].mean() for n in c.scale_outs),
+            "real_max_s": floats(c.runs_at[n].max() for n in c.scale_outs),
+            "tuned_on": [int(n) for n in points["scale_out"]],
+            "predicted": {
+                p: {"mean_s": floats(mean), "upper_s": floats(upper)} for p, (mean, _, upper) in bands.items()
+            },
+            "decisions": {
+                p: {"scale_out": int(choice[p]), "met": bool(hit), "node_seconds": float(node_s)}
+                for p, (hit, node_s) in outcomes.items()
+            },
+        }
 
 
 def _summarise(
@@ -300,6 +417,7 @@ def _summarise(
     policies = {p: stats(p, K_SIZING) for p in tally.policies}
     for policy, interval in _bootstrap(tally).items():
         policies[policy]["interval_95"] = interval
+    per_algorithm, per_task = _where_the_cost_goes(tally)
     return {
         "benchmark": "sizing",
         "dataset": dataset,
@@ -313,8 +431,53 @@ def _summarise(
         "draws": len(tally.draws()),
         "policies": policies,
         "per_k": {str(k): {p: stats(p, (k,)) for p in tally.policies} for k in K_SIZING},
+        "per_algorithm": per_algorithm,
+        "per_task": per_task,
         "seconds": round(seconds, 1),
     }
+
+
+def _where_the_cost_goes(
+    tally: _Tally,
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, dict[str, dict[str, float]]]]]:
+    """Every policy's figures per job type, and per held-out task within it (a fold, a machine
+    type). Besides each group's attainment and node-seconds / its own oracle: its share of the
+    oracle's node-seconds (how much the group weighs in the overall ratio) and ``adds_to_ratio``,
+    (the group's node-seconds - its oracle's) / all the oracle's node-seconds. The groups' additions
+    sum to the overall ratio - 1: they say which job types carry a policy's excess."""
+    where = [w for k in K_SIZING for w in tally.where[k]]
+    oracle = np.array([x for k in K_SIZING for x in tally.node_s["oracle"][k]], dtype=np.float64)
+    total = float(oracle.sum())
+    flat = {
+        p: (
+            np.array([x for k in K_SIZING for x in tally.hits[p][k]], dtype=bool),
+            np.array([x for k in K_SIZING for x in tally.node_s[p][k]], dtype=np.float64),
+        )
+        for p in tally.policies
+    }
+
+    def stats(mask: np.ndarray) -> dict[str, dict[str, float]]:
+        base = float(oracle[mask].sum())
+        out = {}
+        for p, (hits, node_s) in flat.items():
+            spent = float(node_s[mask].sum())
+            out[p] = {
+                "attainment": float(hits[mask].mean()),
+                "node_seconds_vs_oracle": spent / base,
+                "adds_to_ratio": (spent - base) / total,
+                "oracle_share": base / total,
+                "decisions": int(mask.sum()),
+            }
+        return out
+
+    algorithms = np.array([a for a, _ in where], dtype=object)
+    tasks = np.array([t for _, t in where], dtype=object)
+    per_algorithm, per_task = {}, {}
+    for a in sorted(set(algorithms)):
+        mine = algorithms == a
+        per_algorithm[a] = stats(mine)
+        per_task[a] = {t: stats(mine & (tasks == t)) for t in sorted(set(tasks[mine]))}
+    return per_algorithm, per_task
 
 
 def _bootstrap(tally: _Tally) -> dict[str, dict[str, list[float]]]:
@@ -389,3 +552,35 @@ def render_sizing(report: dict[str, Any]) -> None:
         console.print(
             f"  {policy}: attainment {att[0]:.1%}-{att[1]:.1%}, node-seconds / oracle {ratio[0]:.3f}-{ratio[1]:.3f}"
         )
+    if report.get("per_algorithm"):
+        render_where_the_cost_goes(report, console)
+
+
+def render_where_the_cost_goes(report: dict[str, Any], console: Any) -> None:
+    """Per policy, one table: each job type (bold) and its held-out tasks, their attainment, their
+    node-seconds / their own oracle's, and how much they add to the policy's overall ratio."""
+    from rich.table import Table
+
+    for policy in [p for p in report["policies"] if p != "oracle"]:
+        overall = report["policies"][policy]["node_seconds_vs_oracle"]
+        table = Table(
+            title=f"Where {policy}'s node-seconds go: {overall:.3f} x the oracle's = 1 + the sum of 'adds'",
+            caption="share: of the oracle's node-seconds; x oracle: node-seconds / the group's own oracle's; "
+            "adds: (node-seconds - the oracle's) / all the oracle's node-seconds",
+        )
+        for column in ("job type, task", "decisions", "share", "attained", "x oracle", "adds"):
+            first = column.startswith("job")
+            table.add_column(column, justify="left" if first else "right", no_wrap=first)
+        for algorithm, by_policy in report["per_algorithm"].items():
+            rows = [(f"[bold]{algorithm}", by_policy[policy])]
+            rows += [(f"  {task}", s[policy]) for task, s in report["per_task"][algorithm].items()]
+            for label, s in rows:
+                table.add_row(
+                    label,
+                    str(s["decisions"]),
+                    f"{s['oracle_share']:.1%}",
+                    f"{s['attainment']:.1%}",
+                    f"{s['node_seconds_vs_oracle']:.3f}",
+                    f"{s['adds_to_ratio']:+.3f}",
+                )
+        console.print(table)

@@ -39,6 +39,13 @@ def register(subparsers: Any) -> None:
         help="fine-tuning draws per held-out task and k, at least (default 4; more: a narrower interval)",
     )
     siz.add_argument("--json", dest="json_path", default=None)
+    siz.add_argument(
+        "--decisions",
+        metavar="FILE",
+        default=None,
+        help="write every decision as a JSON line (target, real runs, each policy's prediction, "
+        "choice and outcome): where a figure comes from",
+    )
     _add_workers_argument(siz)
     siz.set_defaults(func=_sizing)
 
@@ -167,6 +174,7 @@ def _sizing(args: argparse.Namespace) -> int:
         model_cache=args.model_cache,
         progress=_progress(),
         min_draws=MIN_DRAWS_PER_TASK if args.min_draws is None else args.min_draws,
+        decisions=args.decisions,
     )
     render_sizing(report)
     if args.json_path:
