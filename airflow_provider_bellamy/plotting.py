@@ -52,6 +52,7 @@ def plot_decisions(
         ticks: set[int] = set()
         values: list[float] = []
         targets: set[int] = set()
+        unbounded: list[tuple[list[int], list[float | None], list[float | None], str, str | None]] = []
         for i, decision in enumerate(group):
             colour = colours[i % len(colours)]
             run = by_decision.get(decision.get("id") or decision.get("decision_id"))
@@ -68,14 +69,14 @@ def plot_decisions(
                 upper = [c["upper_s"] if c["upper_s"] is not None else c["predicted_s"] for c in cands]
                 values.extend([*lower, *upper])
                 # an extrapolating decision's band hatched: the eye finds it before the legend
-                ax.fill_between(
-                    xs,
-                    lower,
-                    upper,
-                    alpha=0.18,
-                    color=colour,
-                    hatch="//" if _extrapolating(decision) else None,
-                )
+                hatch = "//" if _extrapolating(decision) else None
+                if any(c["upper_s"] is None or (c["lower_s"] or 0) <= 0 for c in cands):
+                    # no bound on a side (a guess: 0 – ∞): drawn to the panel's edge once it has one
+                    unbounded.append(
+                        (xs, [c["lower_s"] for c in cands], [c["upper_s"] for c in cands], colour, hatch)
+                    )
+                else:
+                    ax.fill_between(xs, lower, upper, alpha=0.18, color=colour, hatch=hatch)
                 ax.plot(xs, [c["predicted_s"] for c in cands], marker="o", color=colour, label=curve)
             # the chosen size: a triangle on the x axis, whatever the y scale
             ax.scatter(
@@ -119,6 +120,11 @@ def plot_decisions(
             ax.set_ylabel("runtime (s, log scale)")
         else:
             ax.set_ylim(bottom=0)
+        limits = ax.get_ylim()
+        for xs, low, high, colour, hatch in unbounded:
+            edges = band_to_edges(low, high, limits)
+            ax.fill_between(xs, *edges, alpha=0.18, color=colour, hatch=hatch)
+        ax.set_ylim(*limits)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             # below the panel: inside it would cover the bands
@@ -130,6 +136,18 @@ def plot_decisions(
     fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+def band_to_edges(
+    lower: Sequence[float | None], upper: Sequence[float | None], limits: tuple[float, float]
+) -> tuple[list[float], list[float]]:
+    """A band's bounds as drawn in a panel with y ``limits``: no upper bound (None, stored for ∞)
+    reaches the top, a lower bound of 0 (or none) the bottom."""
+    bottom, top = limits
+    return (
+        [bottom if v is None or v <= 0 else float(v) for v in lower],
+        [top if v is None else float(v) for v in upper],
+    )
 
 
 def _extrapolating(decision: Mapping[str, Any]) -> bool:

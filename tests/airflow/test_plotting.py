@@ -91,6 +91,28 @@ def test_the_legend_says_extrapolating_and_whether_the_run_landed_in_the_band(tm
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_band_without_bounds_reaches_the_panels_edges(tmp_path: Path) -> None:
+    """A guess's band, 0 – ∞ (stored as lower 0, upper None), is drawn from the panel's bottom to
+    its top, not as a line at the prediction."""
+    from airflow_provider_bellamy.plotting import band_to_edges
+
+    assert band_to_edges([0.0, None, 2.0], [None, 30.0, 9.0], (0.5, 800.0)) == (
+        [0.5, 0.5, 2.0],
+        [800.0, 30.0, 9.0],
+    )
+    guess = {
+        "id": 1,
+        "task_id": "sort",
+        "job_type": "sort",
+        "confidence": 0.9,
+        "target_s": 800.0,
+        "chosen_scale_out": 3,
+        "candidates": [{**_candidate(n, 100.0 / n, 800), "lower_s": 0.0, "upper_s": None} for n in (1, 2, 3)],
+    }
+    out = plot_decisions([guess], [{"decision_id": 1, "scale_out": 3, "runtime_s": 67.8}], tmp_path / "g.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 _WITHOUT_MATPLOTLIB = """
 import sys
 sys.modules["matplotlib"] = None  # as on a plain install: `import matplotlib` raises ImportError
