@@ -535,7 +535,7 @@ def _aligned_curve(
     if any(len(p) < 2 for p in points):
         return None
     lo, hi = max(p[0] for p in points), min(p[-1] for p in points)
-    at = np.unique(np.concatenate([p for p in points]).round(12))
+    at = np.unique(np.concatenate(points).round(12))
     at = at[(at >= lo - 1e-9) & (at <= hi + 1e-9)]
     if len(at) < 2:
         return None
