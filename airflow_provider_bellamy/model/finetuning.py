@@ -312,6 +312,7 @@ def fit_context(
     check_above: float = 0.0,
     correction: tuple[float, float] | None = None,
     other_prior: float | np.ndarray = OTHER_ENVIRONMENT_PRIOR,
+    learned_shape: bool = True,
 ) -> ContextFit:
     """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
     log_y, weight [B,K] (0 = padding).
@@ -326,7 +327,10 @@ def fit_context(
     prediction is corrected as ``residual_correction`` corrects a prediction, from the residuals
     at the others, so the check measures the error of the curve that will be used.
     ``other_prior``: the prior probability of "another environment" (``fit_delta_averaged``),
-    one for all contexts or one per context [B].
+    one for all contexts or one per context [B]. ``learned_shape=False``: the network's shape was
+    learned far from these contexts (a guess, ``Extrapolation.guessing``), so it has no claim
+    above the runs' own: the two curves compete at even odds from two scale-outs on (the
+    parametric curve left out to one scale-out is flat, itself a shape the runs can refute).
     """
     h0 = np.asarray(h0, dtype=np.float64)
     b, m, f = h0.shape
@@ -349,7 +353,8 @@ def fit_context(
     theta = fit_nonnegative(x, np.exp(log_y), weight)
     present = weight > 0
     levels = [np.unique(scale_outs[i][present[i]]) for i in range(b)]
-    compared = np.array([len(v) >= MIN_SCALE_OUTS_TO_COMPARE for v in levels])
+    compare_from = MIN_SCALE_OUTS_TO_COMPARE if learned_shape else 2
+    compared = np.array([len(v) >= compare_from for v in levels])
     # two scale-outs already tell whether the tuned curve predicts one from the other
     loo = np.array([len(v) >= 2 for v in levels])
     share, check_rms, check_count = np.zeros(b), np.zeros(b), np.zeros(b, dtype=np.int64)
@@ -376,6 +381,8 @@ def fit_context(
         # runs cannot tell (extrapolating below the smallest observed scale-out) the two curves
         # start even.
         prior = PARAMETRIC_PRIOR + (OTHER_ENVIRONMENT_PARAMETRIC_PRIOR - PARAMETRIC_PRIOR) * other_environment
+        if not learned_shape:
+            prior = np.maximum(prior, OTHER_ENVIRONMENT_PARAMETRIC_PRIOR)
         log_odds = (sq_network - sq_parametric) / (2 * noise_sd**2) + np.log(prior / (1 - prior))
         share = np.where(compared, 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50))), 0.0)
         blend = (1 - share[:, None]) * r_network + share[:, None] * r_parametric

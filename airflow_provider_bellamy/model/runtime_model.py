@@ -541,7 +541,8 @@ class RuntimeModel:
         if model is not self:
             return model.finetune(context_runs)
         h0 = self._base_h(ctx)  # [M, N_BASIS]
-        outside = self._band_sources(signals(self.metadata["domain"], ctx))[2]
+        ext = signals(self.metadata["domain"], ctx)
+        outside = self._band_sources(ext)[2]
         ns = frame["scale_out"].to_numpy()
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
         fit = fit_context(
@@ -560,6 +561,8 @@ class RuntimeModel:
             other_prior=UNSEEN_VALUE_PRIOR
             if self.schema.unknown_properties(ctx)
             else OTHER_ENVIRONMENT_PRIOR,
+            # a guess: the network's shape was learned ≥ FAR_FACTOR away, its runs show their own
+            learned_shape=not (outside and ext.guessing),
         )
         check_rms, check_count = float(fit.check_rms[0]), int(fit.check_count[0])
         if outside:
