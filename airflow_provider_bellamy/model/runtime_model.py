@@ -702,15 +702,18 @@ class RuntimeModel:
     def _is_tuned_for(self, ctx: dict[str, str | float]) -> bool:
         return self._tuned_for(ctx) is not None
 
-    def _log_curves(self, ctx: dict[str, str | float], ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _log_curves(
+        self, ctx: dict[str, str | float], ns: np.ndarray, ext: Extrapolation | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(the network's log seconds, the prediction's) per validated scale-out: the prediction is
         the members' mean curve (for a context with a nearest curve, blended with it), blended with
         the context's parametric curve by the share fine-tuning gave it, plus the residual
-        correction towards the context's own runs (``finetuning.tuned_log_runtime``)."""
+        correction towards the context's own runs (``finetuning.tuned_log_runtime``). ``ext``: the
+        context's ``signals``, where the caller has them already."""
         tuned = self._tuned_for(ctx)
         network = self._network_log(ctx, ns)
         if tuned is None:
-            return network, self._untuned_log(ctx, ns, network)
+            return network, self._untuned_log(ctx, ns, network, ext)
         if tuned.nearest is not None:
             log_n, log_runtime = np.asarray(tuned.nearest.log_n), np.asarray(tuned.nearest.log_runtime)
             near = nearest_log_runtime(
@@ -730,7 +733,13 @@ class RuntimeModel:
         )[0]
         return network, curve
 
-    def _untuned_log(self, ctx: dict[str, str | float], ns: np.ndarray, network: np.ndarray) -> np.ndarray:
+    def _untuned_log(
+        self,
+        ctx: dict[str, str | float],
+        ns: np.ndarray,
+        network: np.ndarray,
+        ext: Extrapolation | None = None,
+    ) -> np.ndarray:
         """The prediction before the context has runs: the network's curve, except for a context
         with a value the model reads as unknown (a new machine type...) or lacking one. There the
         network extrapolates from what its members saw, and a job type trained on a few contexts
@@ -753,7 +762,7 @@ class RuntimeModel:
         near = nearest_log_runtime(
             log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
         )
-        weight = nearest_share(signals(self.metadata["domain"], ctx))
+        weight = nearest_share(ext if ext is not None else signals(self.metadata["domain"], ctx))
         return (1 - weight) * network + weight * near
 
     def _network_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
@@ -802,7 +811,7 @@ class RuntimeModel:
             return model.band(context, scale_outs, requested)
         ext = signals(self.metadata["domain"], ctx)
         ns = _scale_outs(scale_outs)
-        network, mean = self._log_curves(ctx, ns)
+        network, mean = self._log_curves(ctx, ns, ext)
         tuned = self._is_tuned_for(ctx)
         environment = ctx.get("environment")
         environment = None if environment is None else str(environment)
