@@ -223,7 +223,9 @@ def test_every_on_infeasible_policy_has_the_rule_its_decision_is_made_by() -> No
     }
     assert not any(d.feasible for d in chosen.values())
     # the largest: where the fastest is not the largest, the stored decision is the largest's
-    slower_at_10 = Prediction("pagerank", [2, 4, 10], [280.0, 190.0, 195.0], [1.0] * 3, [390.0, 260.0, 270.0], 0.9)
+    slower_at_10 = Prediction(
+        "pagerank", [2, 4, 10], [280.0, 190.0, 195.0], [1.0] * 3, [390.0, 260.0, 270.0], 0.9
+    )
     d = decide(slower_at_10, target_s=210, infeasible=infeasible_rule("run-max"))
     assert d.chosen_scale_out == 10 and math.isclose(d.shortfall_s, 60.0) and "the largest, 10" in d.reason
     assert decide(slower_at_10, target_s=210, infeasible=infeasible_rule("warn")).chosen_scale_out == 4
