@@ -9,8 +9,8 @@ Sizing at launch, in order:
    provenance; the store and the model are given ``connect_timeout_s`` +
    ``sizing_timeout_s`` at most, so a dead store never hangs the task;
 3. when no model can answer (store unreachable, model broken, unknown job type):
-   ``default_scale_out`` if given, else ``on_infeasible`` decides (``fail`` raises,
-   ``warn`` / ``run-max`` launch the largest candidate) — the reason is logged and
+   ``default_scale_out`` if given, else ``on_infeasible`` decides (``fail`` raises, the others
+   launch the largest candidate: nothing predicted a runtime) — the reason is logged and
    kept in the decision's ``fallback_reason``;
 4. when the model answers but no candidate meets the target: ``on_infeasible``
    ``fail`` raises ``InfeasibleTargetError``, ``warn`` logs and launches the fastest
@@ -479,8 +479,8 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
             )
         elif spec.on_infeasible == "run-likely":
             launching = (
-                "on_infeasible=run-likely, but no size is predicted to meet it either: launching the "
-                f"fastest candidate {decision.chosen_scale_out}"
+                "on_infeasible=run-likely, but no size is predicted to meet it under a bounded band: "
+                f"launching {decision.chosen_scale_out}, as warn would"
             )
         else:
             launching = f"launching the fastest candidate {decision.chosen_scale_out}"
