@@ -19,7 +19,7 @@
         confidence: 0.9
         objective: min_scale_out # min_scale_out | min_cost | fastest
         price_per_node_hour: 0.2
-        on_infeasible: warn      # fail | warn | run-max
+        on_infeasible: warn      # fail | warn | run-likely | run-max
         default_scale_out: 2     # used when no model can answer
         spark:                   # arguments for BellamySparkSubmitOperator
           application: ../jobs/grep.py   # relative to this file

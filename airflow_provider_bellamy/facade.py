@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy import decision_log, resolution, retraining, run_history
 from airflow_provider_bellamy.decisions import Prediction, SizingDecision
-from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.exceptions import InfeasibleTargetError, InvalidInputError
 from airflow_provider_bellamy.model_cache import clear_model_cache, load_stored
 from airflow_provider_bellamy.records import run_record, validate_provenance
 from airflow_provider_bellamy.retraining import DEFAULT_HOLDOUT_FRACTION, TrainReport
@@ -170,8 +170,16 @@ class Bellamy:
         default_scale_out: int | None = None,
         framework: str | None = None,
         provenance: Mapping[str, Any] | None = None,
+        *,
+        on_infeasible: str = "warn",
     ) -> SizingDecision:
-        """Choose a scale-out for the target and store the decision (``decision_id`` set)."""
+        """Choose a scale-out for the target and store the decision (``decision_id`` set).
+
+        ``on_infeasible``, where the model answers and no candidate meets the target at
+        ``confidence`` (``feasible=False``, ``shortfall_s`` set): ``warn`` the fastest, ``run-likely``
+        the smallest predicted to meet it (the confidence given up; the reason says by how much),
+        ``run-max`` the largest; ``fail`` raises ``InfeasibleTargetError`` once the decision is
+        stored, as the operators do."""
         spec = parse_api_arguments(
             job_type,
             context,
@@ -182,8 +190,15 @@ class Bellamy:
             price_per_node_hour=price_per_node_hour,
             default_scale_out=default_scale_out,
             framework=framework,
+            on_infeasible=on_infeasible,
         )
-        return self.size_spec(spec, provenance=provenance)
+        decision = self.size_spec(spec, provenance=provenance)
+        if spec.on_infeasible == "fail" and not decision.feasible and decision.shortfall_s is not None:
+            raise InfeasibleTargetError(
+                f"job {decision.job_type!r}: {decision.reason} (decision {decision.decision_id}); "
+                "on_infeasible=fail"
+            )
+        return decision
 
     def size_spec(
         self,

@@ -308,7 +308,7 @@ def size(store: Store, spec: SizingSpec, target_s: float | None, prov: dict[str,
         "framework": req.framework,
     }
     if prediction is not None:
-        decision = sizing.decide(prediction, **common)
+        decision = sizing.decide(prediction, infeasible=sizing.infeasible_rule(spec.on_infeasible), **common)
     else:
         default = spec.default_scale_out if spec.default_scale_out is not None else max(req.scale_outs)
         reason = resolved.fallback_reason or "no model"

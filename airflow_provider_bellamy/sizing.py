@@ -23,10 +23,29 @@ from airflow_provider_bellamy.spec import parse_objective, parse_price, parse_ta
 from airflow_provider_bellamy.spec import parse_scale_outs as validate_scale_outs
 
 # what to choose when no candidate meets the target at the requested confidence (docs/sizing.md):
-# the fastest (the lowest upper bound), or the smallest whose predicted runtime meets the target
+# the fastest (the lowest upper bound), the smallest whose predicted runtime meets the target
 # (the requested confidence given up, not the target: where a job's runtime barely changes with its
-# size, the fastest upper bound is one size among near-equals bought at several times the nodes)
-INFEASIBLE_RULES = ("fastest", "smallest_predicted")
+# size, the fastest upper bound is one size among near-equals bought at several times the nodes),
+# or the largest
+INFEASIBLE_RULES = ("fastest", "smallest_predicted", "largest")
+
+# The operators' ``on_infeasible`` (spec.ON_INFEASIBLE) as the rule the decision is made by, so
+# that the stored decision is the size launched: ``fail`` raises after the fastest's decision.
+ON_INFEASIBLE_RULES = {
+    "fail": "fastest",
+    "warn": "fastest",
+    "run-likely": "smallest_predicted",
+    "run-max": "largest",
+}
+
+
+def infeasible_rule(on_infeasible: str) -> str:
+    """The ``decide(infeasible=...)`` rule of an ``on_infeasible`` policy (parsed by ``spec``)."""
+    if on_infeasible not in ON_INFEASIBLE_RULES:
+        raise InvalidInputError(
+            "on_infeasible", on_infeasible, f"must be one of {', '.join(ON_INFEASIBLE_RULES)}"
+        )
+    return ON_INFEASIBLE_RULES[on_infeasible]
 
 
 def _candidates(prediction: Prediction, target_s: float | None, price: float | None) -> list[Candidate]:
@@ -69,7 +88,8 @@ def decide(
     No candidate meets the target → ``feasible=False``, the shortfall of the candidate chosen, and
     by ``infeasible``: ``fastest``, the lowest upper bound; ``smallest_predicted``, the smallest
     candidate whose predicted runtime meets the target (the least node-hours of them with
-    ``min_cost``; the fastest where none does, and always with the ``fastest`` objective).
+    ``min_cost``; the fastest where none does, and always with the ``fastest`` objective);
+    ``largest``, the largest candidate.
     """
     target = parse_target(target_s)
     objective = parse_objective(objective)
@@ -98,8 +118,16 @@ def decide(
         reason = (
             f"no candidate meets the target {target:.0f} s at {q} confidence; the "
             f"{'least node-hours' if by_cost else 'smallest'} predicted to meet it: {chosen.scale_out} "
-            f"(predicted {chosen.predicted_s:.0f} s, upper {chosen.upper_s:.0f} s, {shortfall:.0f} s "
-            f"over: below {q} confidence)"
+            f"(predicted {chosen.predicted_s:.0f} s; the {q} confidence given up: its upper bound "
+            f"{chosen.upper_s:.0f} s is {shortfall:.0f} s ({shortfall / target:.0%}) over the target)"
+        )
+    elif not feasible and target is not None and infeasible == "largest":
+        chosen = max(cands, key=lambda c: c.scale_out)
+        shortfall = chosen.upper_s - target
+        upper = "no upper bound" if math.isinf(chosen.upper_s) else f"upper {chosen.upper_s:.0f} s"
+        reason = (
+            f"no candidate meets the target {target:.0f} s at {q} confidence; the largest, "
+            f"{chosen.scale_out} ({upper})"
         )
     elif not feasible:
         chosen = fastest

@@ -36,7 +36,10 @@ from airflow_provider_bellamy.records import (
     validate_scale_out_list,
 )
 
-ON_INFEASIBLE: tuple[str, ...] = ("fail", "warn", "run-max")
+# What a launch does when no candidate meets the target at the confidence asked (docs/airflow.md):
+# fail; warn, the fastest; run-likely, the smallest predicted to meet it (the confidence given up,
+# not the target); run-max, the largest. sizing.ON_INFEASIBLE_RULES: the rule of each.
+ON_INFEASIBLE: tuple[str, ...] = ("fail", "warn", "run-likely", "run-max")
 
 # ``deadline: dag`` (or the operators' ``use_dag_deadline=True``): the DAG's DeadlineAlert.
 DAG_DEADLINE = "dag"
@@ -381,6 +384,14 @@ class SizingSpec:
         if self.reserve not in (0.0, None) and not has_deadline and ready("reserve", "deadline"):
             raise InvalidInputError(
                 name("reserve"), arguments.get("reserve"), "only applies with a deadline", where=where
+            )
+        if self.on_infeasible == "run-likely" and self.objective == "fastest":
+            raise InvalidInputError(
+                name("on_infeasible"),
+                arguments.get("on_infeasible"),
+                "chooses among the sizes predicted to meet the target by the objective; with "
+                "objective fastest it would launch the fastest, as warn",
+                where=where,
             )
         if self.objective == "min_cost" and self.price_per_node_hour is None:
             raise InvalidInputError(

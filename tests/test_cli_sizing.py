@@ -130,3 +130,33 @@ def test_a_confidence_below_one_half_is_refused(trained_store: str, capsys: pyte
     assert code != 0
     captured = capsys.readouterr()
     assert "confidence=0.3" in captured.out + captured.err
+
+
+def test_size_on_infeasible_run_likely_gives_up_the_confidence_not_the_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    facade = Bellamy(url)
+    facade.upgrade()
+    context = {"machine_type": "m5.xlarge", "cores": 4, "data_size_mb": 2048.0}
+    # runtime barely falls past 4 nodes, with a ±20 % spread: no size meets 140 s at 90 %
+    for n, times in ((1, (300, 240, 360)), (2, (170, 140, 200)), (4, (120, 100, 140)), (8, (110, 95, 130))):
+        for t in times:
+            facade.record_run(
+                job_type="wc", framework="spark", scale_out=n, runtime_s=float(t), context=context
+            )
+    args = ["--store-url", url, "size", "wc", "--set", "machine_type=m5.xlarge", "--set", "cores=4"]
+    args += ["--set", "data_size_mb=2048.0", "--scale-outs", "1,2,4,8", "--target", "140"]
+    assert main(args) == 3
+    assert ": 8 — no candidate meets the target 140 s at 90% confidence; fastest is 8" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    assert main([*args, "--on-infeasible", "run-likely"]) == 3  # still infeasible at 90 %
+    out = " ".join(capsys.readouterr().out.split())
+    assert ": 4 — no candidate meets the target 140 s at 90% confidence; the smallest predicted" in out
+    assert "the 90% confidence given up: its upper bound" in out
+    [likely, fastest] = facade.list_decisions("wc", limit=2)
+    assert (likely["chosen_scale_out"], fastest["chosen_scale_out"]) == (4, 8)
+    with pytest.raises(SystemExit):
+        main([*args, "--on-infeasible", "likely"])
+    assert "--on-infeasible: invalid choice: 'likely'" in capsys.readouterr().err

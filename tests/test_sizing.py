@@ -59,7 +59,9 @@ def test_an_unreachable_target_can_take_the_smallest_predicted_to_meet_it_instea
     d = decide(_plateau(), target_s=210, infeasible="smallest_predicted")
     assert not d.feasible and d.chosen_scale_out == 4
     assert math.isclose(d.shortfall_s, 202 * 1.4 - 210)
-    assert "the smallest predicted to meet it: 4" in d.reason and "below 90% confidence" in d.reason
+    assert "the smallest predicted to meet it: 4" in d.reason
+    # the confidence given up, and by how much: the upper bound's overshoot of the target
+    assert "the 90% confidence given up: its upper bound 283 s is 73 s (35%) over the target" in d.reason
     # min_cost: the least node-hours (at the upper bound) among those predicted to meet it
     cost = decide(_plateau(), target_s=210, objective="min_cost", infeasible="smallest_predicted")
     assert cost.chosen_scale_out == 4 and "least node-hours predicted" in cost.reason
@@ -204,3 +206,29 @@ def test_a_default_decision_is_not_feasible_nothing_checked_it() -> None:
     for target in (60, None):
         d = default_decision("grep", [2, 8], 2, "no model", target_s=target, confidence=0.9)
         assert not d.feasible and d.shortfall_s is None and d.chosen_scale_out == 2
+
+
+def test_every_on_infeasible_policy_has_the_rule_its_decision_is_made_by() -> None:
+    from airflow_provider_bellamy.sizing import ON_INFEASIBLE_RULES, infeasible_rule
+    from airflow_provider_bellamy.spec import ON_INFEASIBLE
+
+    assert set(ON_INFEASIBLE_RULES) == set(ON_INFEASIBLE)
+    plateau = _plateau()
+    chosen = {p: decide(plateau, target_s=210, infeasible=infeasible_rule(p)) for p in ON_INFEASIBLE}
+    assert {p: d.chosen_scale_out for p, d in chosen.items()} == {
+        "fail": 10,  # the fastest's decision is stored, then the operator raises
+        "warn": 10,
+        "run-likely": 4,
+        "run-max": 10,
+    }
+    assert not any(d.feasible for d in chosen.values())
+    # the largest: where the fastest is not the largest, the stored decision is the largest's
+    slower_at_10 = Prediction(
+        "pagerank", [2, 4, 10], [280.0, 190.0, 195.0], [1.0] * 3, [390.0, 260.0, 270.0], 0.9
+    )
+    d = decide(slower_at_10, target_s=210, infeasible=infeasible_rule("run-max"))
+    assert d.chosen_scale_out == 10 and math.isclose(d.shortfall_s, 60.0) and "the largest, 10" in d.reason
+    assert decide(slower_at_10, target_s=210, infeasible=infeasible_rule("warn")).chosen_scale_out == 4
+    with pytest.raises(InvalidInputError) as err:
+        infeasible_rule("run-fast")
+    assert err.value.field == "on_infeasible" and err.value.value == "run-fast"

@@ -48,6 +48,7 @@ FIELDS: list[tuple[str, Any, Any, str, Any, dict[str, Any]]] = [
     ("objective", "fastest", "fastest", "fastest", "cheapest", {}),
     ("price_per_node_hour", 0.25, 0.25, "0.25", -1, {}),
     ("on_infeasible", "run_max", "run-max", "run-max", "panic", {}),
+    ("on_infeasible", "run-likely", "run-likely", " run_likely ", "likely", {}),
     ("default_scale_out", 2, 2, "2", "2.5", {}),
 ]
 
@@ -95,6 +96,8 @@ def test_every_argument_is_in_the_table() -> None:
         ({"properties": "not json"}, "properties", "not json"),
         ({"job_type": None}, "job_type", None),
         ({"targte": 60}, "targte", 60),
+        # the likely sizes are chosen among by the objective: fastest would make it warn's
+        ({"on_infeasible": "run_likely", "objective": "fastest"}, "on_infeasible", "run_likely"),
     ],
 )
 def test_rules_between_arguments_name_the_field_and_value(

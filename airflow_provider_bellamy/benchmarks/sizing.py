@@ -45,18 +45,19 @@ from airflow_provider_bellamy.decisions import Prediction
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.model import ErnestModel
 from airflow_provider_bellamy.records import validate_confidence
-from airflow_provider_bellamy.sizing import decide
+from airflow_provider_bellamy.sizing import decide, infeasible_rule
 
 if TYPE_CHECKING:
     from airflow_provider_bellamy.model import RuntimeModel
 
-# Bellamy's band decided by the product's other rules (sizing.decide), beside its default
-# (min_scale_out, the fastest where no size meets the target at the confidence asked):
-# "bellamy_relaxed", infeasible="smallest_predicted" (the smallest predicted to meet the target);
-# "bellamy_min_cost", objective="min_cost" with the same (the least node-hours at the upper bound)
+# Bellamy's band decided by the operators' other settings, through the rule they launch by
+# (sizing.infeasible_rule, sizing.decide), beside their default (min_scale_out, on_infeasible=warn:
+# the fastest where no size meets the target at the confidence asked): "bellamy_relaxed",
+# on_infeasible="run-likely" (the smallest predicted to meet the target); "bellamy_min_cost",
+# objective="min_cost" with the same (the least node-hours at the upper bound)
 BELLAMY_RULES = {
-    "bellamy_relaxed": ("min_scale_out", "smallest_predicted"),
-    "bellamy_min_cost": ("min_cost", "smallest_predicted"),
+    "bellamy_relaxed": ("min_scale_out", "run-likely"),
+    "bellamy_min_cost": ("min_cost", "run-likely"),
 }
 POLICIES = ("bellamy", *BELLAMY_RULES, "ernest", "gbm", "always_max", "oracle")
 # the transfer protocols add the nearest-curves heuristic (common.NearestCurves), decided as GBM is:
@@ -86,10 +87,11 @@ def _choose(
     target: float,
     q: float,
     objective: str = "min_scale_out",
-    infeasible: str = "fastest",
+    on_infeasible: str = "warn",
 ) -> int:
     pred = Prediction("replay", scale_outs, list(mean), list(lower), list(upper), q)
-    return decide(pred, target_s=target, objective=objective, infeasible=infeasible).chosen_scale_out
+    rule = infeasible_rule(on_infeasible)
+    return decide(pred, target_s=target, objective=objective, infeasible=rule).chosen_scale_out
 
 
 class _Tally:

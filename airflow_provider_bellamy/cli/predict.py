@@ -23,6 +23,13 @@ def register(subparsers: Any) -> None:
     )
     size.add_argument("--price-per-node-hour", type=float, default=None)
     size.add_argument("--default-scale-out", type=int, default=None)
+    size.add_argument(
+        "--on-infeasible",
+        default="warn",
+        choices=("warn", "run-likely", "run-max"),
+        help="where no scale-out meets the target at the confidence: the fastest (warn), the smallest "
+        "predicted to meet it, giving up the confidence (run-likely), or the largest (run-max)",
+    )
     size.add_argument("--json", action="store_true", help="print the decision as JSON")
     size.set_defaults(func=_size)
 
@@ -77,6 +84,7 @@ def _size(args: argparse.Namespace) -> int:
         price_per_node_hour=args.price_per_node_hour,
         default_scale_out=args.default_scale_out,
         framework=args.framework,
+        on_infeasible=args.on_infeasible,
     )
     console = Console()
     if args.json:

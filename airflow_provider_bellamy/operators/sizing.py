@@ -9,12 +9,14 @@ Sizing at launch, in order:
    provenance; the store and the model are given ``connect_timeout_s`` +
    ``sizing_timeout_s`` at most, so a dead store never hangs the task;
 3. when no model can answer (store unreachable, model broken, unknown job type):
-   ``default_scale_out`` if given, else ``on_infeasible`` decides (``fail`` raises,
-   ``warn`` / ``run-max`` launch the largest candidate) — the reason is logged and
+   ``default_scale_out`` if given, else ``on_infeasible`` decides (``fail`` raises, the others
+   launch the largest candidate: nothing predicted a runtime) — the reason is logged and
    kept in the decision's ``fallback_reason``;
 4. when the model answers but no candidate meets the target: ``on_infeasible``
    ``fail`` raises ``InfeasibleTargetError``, ``warn`` logs and launches the fastest
-   candidate, ``run-max`` launches the largest scale-out.
+   candidate, ``run-likely`` the smallest predicted to meet the target (the confidence given
+   up, not the target; by ``objective``), ``run-max`` the largest scale-out. The decision is
+   made, and stored, by the policy's rule (``sizing.ON_INFEASIBLE_RULES``).
 
 Importing this module imports neither torch nor pandas.
 """
@@ -127,7 +129,10 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         store; ``default_task_reserve`` for a task with neither). Only with a deadline.
     :param confidence: the probability the chosen size meets the target, in [0.5, 1).
     :param objective: ``min_scale_out`` | ``min_cost`` (needs ``price_per_node_hour``) | ``fastest``.
-    :param on_infeasible: ``fail`` | ``warn`` | ``run-max``.
+    :param on_infeasible: what to launch when no scale-out meets the target at ``confidence``:
+        ``fail`` (raise) | ``warn`` (the fastest; default) | ``run-likely`` (the smallest predicted
+        to meet the target, the least node-hours of them with ``min_cost``: the confidence is
+        given up, the decision says by how much) | ``run-max`` (the largest).
     :param default_scale_out: the size to use when no model can answer.
     :param bellamy_conn_id: the store's connection; ``connect_timeout_s`` bounds opening it and
         ``sizing_timeout_s`` the sizing after it.
@@ -456,16 +461,30 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         )
         if spec.on_infeasible == "fail":
             raise InfeasibleTargetError(msg + "; on_infeasible=fail")
+        # the decision was made (and stored) by the policy's rule (sizing.ON_INFEASIBLE_RULES)
+        chosen = decision.chosen
         if spec.on_infeasible == "run-max":
-            decision.chosen_scale_out = max(scale_outs)
-            decision.reason = f"{decision.reason}; on_infeasible=run-max: largest scale-out"
-            self.log.warning(
-                "Bellamy: %s; launching the largest scale-out %s", msg, decision.chosen_scale_out
+            launching = f"launching the largest scale-out {decision.chosen_scale_out}"
+        elif (
+            spec.on_infeasible == "run-likely"
+            and chosen is not None
+            and target.target_s is not None
+            and chosen.predicted_s <= target.target_s
+            and math.isfinite(chosen.upper_s)
+        ):
+            launching = (
+                f"on_infeasible=run-likely: launching {chosen.scale_out}, predicted "
+                f"{chosen.predicted_s:.1f} s; the confidence {decision.confidence} is given up: its "
+                f"upper bound {chosen.upper_s:.1f} s overshoots the target by {chosen.upper_s - target.target_s:.1f} s"
+            )
+        elif spec.on_infeasible == "run-likely":
+            launching = (
+                "on_infeasible=run-likely, but no size is predicted to meet it under a bounded band: "
+                f"launching {decision.chosen_scale_out}, as warn would"
             )
         else:
-            self.log.warning(
-                "Bellamy: %s; launching the fastest candidate %s", msg, decision.chosen_scale_out
-            )
+            launching = f"launching the fastest candidate {decision.chosen_scale_out}"
+        self.log.warning("Bellamy: %s; %s", msg, launching)
 
 
 def _templated(value: Any) -> bool:

@@ -334,3 +334,14 @@ def test_an_unbounded_band_is_not_short_by_infinity() -> None:
     with pytest.raises(InfeasibleTargetError, match="the band has no upper bound") as refused:
         op._apply_infeasible_policy(decision, op.sizing_spec(), target)
     assert "short by inf" not in str(refused.value)
+
+
+def test_run_likely_where_no_size_is_predicted_to_meet_the_target_launches_as_warn(
+    bellamy_store: Any,
+) -> None:
+    _seed_ernest(bellamy_store)  # 300 / 160 / 90 s at 1 / 2 / 4: nothing is predicted to meet 10 s
+    warn = _op(target=10)
+    likely = _op(target=10, on_infeasible="run-likely")
+    by_warn, by_likely = warn.execute(_context(warn)), likely.execute(_context(likely))
+    assert by_likely["chosen_scale_out"] == by_warn["chosen_scale_out"] == 4
+    assert by_likely["reason"] == by_warn["reason"] and not by_likely["feasible"]
