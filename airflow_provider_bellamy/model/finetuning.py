@@ -585,6 +585,12 @@ def combine_nearest(
     # a run in a cliff that only one candidate has must not shift the whole curve by its height.
     shape = at_runs - at_runs[:, [int(np.argmax(ns))]]
     variance = noise_sd**2 + shape.var(axis=0)
+    # How far a cliff rises is the context's own (C3O's kmeans on one machine type: 2 to 7.5× from
+    # 4 nodes to 2, with its input and k): a run where a candidate spills says how deep the cliff
+    # is, not where the rest of the curve lies. Its level counts only when every run is in one.
+    spilling = np.any([superlinear_rise(log_n, curve, ns) > noise_sd for log_n, curve in candidates], axis=0)
+    if not spilling.all():
+        variance = np.where(spilling, np.inf, variance)
     curves, misfit = [], []
     for (log_n, curve), end, fitted in zip(candidates, ends, at_runs, strict=True):
         residual = log_y - fitted
@@ -594,6 +600,21 @@ def combine_nearest(
         curves.append(nearest_log_runtime(log_n, curve, network_points, end, np.exp(at)) + shift)
     weight = _softmax(-np.asarray(misfit) / (2 * noise_sd**2))
     return at, weight @ np.stack(curves)
+
+
+def superlinear_rise(log_n: np.ndarray, log_runtime: np.ndarray, scale_outs: np.ndarray) -> np.ndarray:
+    """Per scale-out n of ``scale_outs``, how far a candidate curve (``log_n``, ``log_runtime``)
+    falls faster than linearly from n to 2n (log units; 0 where it falls at most linearly, and
+    where it does not reach from n to 2n).
+
+    No job runs faster than linearly in its nodes; a curve that does was slowed at the smaller
+    scale-out by something else: its input spilling out of memory. The span is a doubling, not
+    the next measured point: a mean curve's neighbouring points differ by their noise too."""
+    x = np.log(np.asarray(scale_outs, dtype=float))
+    double = x + math.log(2.0)
+    inside = (x >= log_n[0] - 1e-9) & (double <= log_n[-1] + 1e-9)
+    fall = np.interp(x, log_n, log_runtime) - np.interp(double, log_n, log_runtime)
+    return np.where(inside, np.maximum(fall - math.log(2.0), 0.0), 0.0)
 
 
 def nearest_log_runtime(

@@ -11,7 +11,7 @@ import airflow_provider_bellamy.model.runtime_model as runtime_model
 from airflow_provider_bellamy.benchmarks.common import with_context_ids
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.finetuning import combine_nearest, nearest_curve
+from airflow_provider_bellamy.model.finetuning import combine_nearest, nearest_curve, superlinear_rise
 
 from .conftest import FAST
 
@@ -149,3 +149,40 @@ def test_a_run_in_a_cliff_the_candidates_disagree_on_does_not_shift_the_level() 
     at, combined = combine_nearest([(log_n, plain), (log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
     at_8 = float(np.interp(np.log(8.0), at, combined))
     assert at_8 == pytest.approx(log_y[1], abs=0.05)
+
+
+def test_superlinear_rise_is_how_far_a_curve_falls_faster_than_linearly_over_a_doubling() -> None:
+    """A job scaling linearly rises 0 anywhere; one spilling 10× below 3 nodes rises log 10 - log 2
+    ... above linear from 2 to 4 nodes, nothing from 4 on; a scale-out whose double lies beyond the
+    curve gets 0 (nothing measured there)."""
+    log_n = np.log(np.array(GRID, dtype=float))
+    plain = 5.0 - log_n
+    cliff = plain + np.where(log_n < np.log(3), np.log(10.0), 0.0)
+    at = np.array([2.0, 4.0, 6.0, 8.0])
+    np.testing.assert_allclose(superlinear_rise(log_n, plain, at), 0.0, atol=1e-12)
+    np.testing.assert_allclose(superlinear_rise(log_n, cliff, at), [np.log(10.0), 0.0, 0.0, 0.0], atol=1e-12)
+    # a curve flatter than linear (overheads) never rises
+    np.testing.assert_allclose(superlinear_rise(log_n, 5.0 - 0.5 * log_n, at), 0.0, atol=1e-12)
+
+
+def test_a_run_in_a_cliff_both_candidates_have_sets_its_depth_not_the_level() -> None:
+    """Both candidates spill at 2 nodes (2.5× above linear); the context's cliff is 8× above
+    linear: how deep a cliff is belongs to the context (its input, its k). The level comes from
+    the run at 8 nodes outside the cliff, so the curve from 4 nodes on is the candidates' shape
+    through that run, not shifted up half-way to the cliff."""
+    log_n = np.log(np.array(GRID, dtype=float))
+    cliff = 5.0 - log_n + np.where(log_n < np.log(3), np.log(2.5), 0.0)
+    ns = np.array([2.0, 8.0])
+    log_y = np.array([np.log(8.0) + 2.0 - np.log(2.0), 2.0 - np.log(8.0)])
+    at, combined = combine_nearest([(log_n, cliff), (log_n, cliff + 0.01)], _flat, ns, log_y, noise_sd=0.1)
+    beyond = at >= np.log(4.0) - 1e-9
+    np.testing.assert_allclose(combined[beyond], 2.0 - at[beyond], atol=0.01)
+
+
+def test_runs_all_in_a_cliff_still_set_the_level() -> None:
+    """Where every run stands in a candidate's cliff there is no other level to take: theirs."""
+    log_n = np.log(np.array(GRID, dtype=float))
+    cliff = 5.0 - log_n + np.where(log_n < np.log(3), np.log(2.5), 0.0)
+    ns, log_y = np.array([2.0]), np.array([1.0])
+    at, combined = combine_nearest([(log_n, cliff), (log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
+    assert float(np.interp(np.log(2.0), at, combined)) == pytest.approx(1.0)
