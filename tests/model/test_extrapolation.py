@@ -405,7 +405,12 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
     bucket at 2 nodes says nothing of a context from elsewhere), and it updates the prior of the
     distance-widened tables in the context's own units (the distance multiplies the prior, not
     the check)."""
-    from airflow_provider_bellamy.model.calibration import residual_quantiles, table_scale, widened
+    from airflow_provider_bellamy.model.calibration import (
+        predictive_inflation,
+        residual_quantiles,
+        table_scale,
+        widened,
+    )
 
     model = sort.model
     runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
@@ -433,6 +438,8 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
     m, r = tuned.check_count, tuned.check_rms
     # (the prior's two pseudo-residuals count 1/s² as much: it is the tables' error extrapolated)
     factor = math.sqrt((2 / s**2 * prior**2 + m * r**2) / ((2 / s**2 + m) * prior**2))
+    # (a scale estimated from 2 / s² + m residuals: Student's t's quantile, not the normal's)
+    factor *= predictive_inflation(2 / s**2 + m, 0.9)
     # at every scale-out, the 2-node one too
     np.testing.assert_allclose(np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * factor, 0))
     if r < prior:  # its curve predicts its own left-out scale-outs: narrower than the prior
@@ -445,7 +452,12 @@ def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
     distance-widened prior (the tables' error extrapolated that far) counts 1/distance_scale² of
     its pseudo-residuals, so the context's own leave-one-scale-out check decides its band: far
     narrower than the prior alone says, and still holding the runs it was tuned on."""
-    from airflow_provider_bellamy.model.calibration import residual_quantiles, table_scale, widened
+    from airflow_provider_bellamy.model.calibration import (
+        predictive_inflation,
+        residual_quantiles,
+        table_scale,
+        widened,
+    )
 
     model = sort.model
     runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
@@ -467,8 +479,9 @@ def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
     weighted_as_inside = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
     assert narrowed < 0.6 * weighted_as_inside
     lo, hi = residual_quantiles(_answering(model, band), 4, 0.9, ns, str(ctx["environment"]), [2, 4, 6, 8])
+    inflation = predictive_inflation(2 / s**2 + m, 0.9)
     np.testing.assert_allclose(
-        np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * narrowed, 0)
+        np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * narrowed * inflation, 0)
     )
     untuned_kind = model.finetune(picked.iloc[:1]).band(ctx, ns, 0.9)
     half, before = np.log(band.upper / band.mean), np.log(untuned_kind.upper / untuned_kind.mean)
@@ -625,3 +638,55 @@ def test_a_daily_job_run_at_one_size_keeps_its_shape_band_elsewhere(sort: SortCa
     # where it did not run repeatedly: its shape checks' band (the runs at 4 pull its fit a little)
     np.testing.assert_allclose(w_often[[0, 2, 3]], w_once[[0, 2, 3]], rtol=0.1)
     assert w_often[1] < w_once[1]  # at the size it ran at every day: its noise, small
+
+
+def test_students_t_quantile_for_a_scale_estimated_from_few_residuals() -> None:
+    from scipy.special import stdtrit
+
+    from airflow_provider_bellamy.model.calibration import predictive_inflation, student_t_quantile
+
+    # real degrees of freedom (a prior's pseudo-residuals count 2 / d²), both methods, to 1e-4
+    for dof in (2.0, 2.09, 3.3, 5.0, 12.0, 29.5, 30.5, 60.0, 1e4):
+        for q in (0.5, 0.8, 0.9, 0.95, 0.99, 0.999):
+            assert student_t_quantile(q, dof) == pytest.approx(float(stdtrit(dof, q)), rel=1e-4, abs=1e-9)
+    # two checks and a prior that counts little: 1.44× the normal's 90 % quantile; many: ~1
+    assert predictive_inflation(2.09, 0.9) == pytest.approx(1.444, abs=1e-3)
+    assert predictive_inflation(1e6, 0.9) == pytest.approx(1.0, abs=1e-5)
+    assert predictive_inflation(3.0, 0.5) == 1.0
+    assert (
+        predictive_inflation(3.0, 0.95) > predictive_inflation(3.0, 0.9) > predictive_inflation(6.0, 0.9) > 1
+    )
+
+
+def test_a_far_context_with_few_checks_keeps_the_uncertainty_of_its_scale(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A context outside the training data tuned at two scale-outs: its prior counts 2 / d²
+    pseudo-residuals, so its two leave-one-scale-out checks set its error scale, an estimate
+    from ~2 residuals. The band's quantile is then Student's t's over those degrees of freedom,
+    not the normal's of a known scale (Bell's held-out jobs at k = 2-4: the lower bound held
+    73-85 % of their runs). Inside the training data the band is the tables' (bit for bit, tested
+    above)."""
+    from airflow_provider_bellamy.model import runtime_model
+    from airflow_provider_bellamy.model.calibration import predictive_inflation
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 100).drop(columns=["context_id"])
+    picked = runs.drop_duplicates("scale_out")
+    ctx = runs.iloc[0].to_dict()
+    ns = np.array([4, 6, 8, 12])  # (below its runs the band spans two curves)
+    tuned = model.finetune(picked[picked["scale_out"].isin([4, 8])])
+    band = tuned.band(ctx, ns, 0.9)
+    s = _widening(model, band)
+    assert tuned.check_count == 2 and s > 2
+    dof = 2 / s**2 + 2
+    # what the band would be with the scale taken as known: the plug-in posterior alone
+    monkeypatch.setattr(runtime_model, "predictive_inflation", lambda dof, confidence: 1.0)
+    known = tuned.band(ctx, ns, 0.9)
+    ratio = np.log(band.upper / band.mean) / np.log(known.upper / known.mean)
+    np.testing.assert_allclose(ratio, predictive_inflation(dof, 0.9), rtol=1e-9)
+    assert np.all(ratio > 1.4)
+    np.testing.assert_allclose(
+        np.log(band.mean / band.lower) / np.log(known.mean / known.lower), predictive_inflation(dof, 0.9)
+    )
