@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow_provider_bellamy.cli._args import add_sizing_arguments, context_from, scale_outs_from
 from airflow_provider_bellamy.decisions import format_confidence
+from airflow_provider_bellamy.spec import ON_INFEASIBLE
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +27,8 @@ def register(subparsers: Any) -> None:
     size.add_argument(
         "--on-infeasible",
         default="warn",
-        choices=("warn", "run-likely", "run-max"),
+        # (fail is the exit status: 3 for any decision that misses the target)
+        choices=[policy for policy in ON_INFEASIBLE if policy != "fail"],
         help="where no scale-out meets the target at the confidence: the fastest (warn), the smallest "
         "predicted to meet it, giving up the confidence (run-likely), or the largest (run-max)",
     )
