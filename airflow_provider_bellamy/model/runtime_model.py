@@ -603,14 +603,7 @@ class RuntimeModel:
         def network_at(scale_outs: np.ndarray) -> np.ndarray:
             return tuned._network_log(ctx, np.asarray(scale_outs, dtype=np.float64))
 
-        if len(found) == 1:
-            log_n, log_runtime = found[0]
-            ends = network_at(np.exp(log_n[[0, -1]]))
-            network = network_at(ns)
-            shift = float(np.mean(log_y - nearest_log_runtime(log_n, log_runtime, network, ends, ns)))
-            log_runtime = log_runtime + shift
-        else:
-            log_n, log_runtime = combine_nearest(found, network_at, ns, log_y, self._likelihood_sd)
+        log_n, log_runtime = combine_nearest(found, network_at, ns, log_y, self._likelihood_sd)
         return NearestCurve(tuple(log_n.tolist()), tuple(log_runtime.tolist()), NEAREST_WEIGHT)
 
     def _nearest_training_curve(

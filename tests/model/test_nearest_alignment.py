@@ -186,3 +186,20 @@ def test_runs_all_in_a_cliff_still_set_the_level() -> None:
     ns, log_y = np.array([2.0]), np.array([1.0])
     at, combined = combine_nearest([(log_n, cliff), (log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
     assert float(np.interp(np.log(2.0), at, combined)) == pytest.approx(1.0)
+
+
+def test_a_single_candidate_takes_its_runs_level_and_a_run_in_its_cliff_sets_none() -> None:
+    """A context for which one alignment finds a curve (no memory or input size to carry a cliff
+    by) goes through the same rule as two: the candidate moved by its runs' mean residual, except
+    a run in the candidate's cliff, whose height is the context's own."""
+    log_n = np.log(np.array(GRID, dtype=float))
+    cliff = 5.0 - log_n + np.where(log_n < np.log(3), np.log(2.5), 0.0)
+    ns = np.array([4.0, 8.0])
+    log_y = np.interp(np.log(ns), log_n, cliff) + np.array([0.3, 0.5])
+    at, combined = combine_nearest([(log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
+    np.testing.assert_allclose(combined, cliff + 0.4)
+    ns = np.array([2.0, 8.0])
+    log_y = np.array([np.log(8.0) + 2.0 - np.log(2.0), 2.0 - np.log(8.0)])
+    at, combined = combine_nearest([(log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
+    beyond = at >= np.log(4.0) - 1e-9
+    np.testing.assert_allclose(combined[beyond], 2.0 - at[beyond], atol=1e-9)
