@@ -816,7 +816,10 @@ class RuntimeModel:
         bounds = []
         for cal, widening in sources:
             scale = widening.factor(ext.distance_scale, k) if outside else 1.0
-            bounds.append(self._quantiles(cal, k, honoured, ns, environment, observed, tuned, scale, outside))
+            weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
+            bounds.append(
+                self._quantiles(cal, k, honoured, ns, environment, observed, tuned, scale, outside, weighed)
+            )
         # the widest bound of the calibrations that answer
         lo_q = np.minimum.reduce([lo for lo, _ in bounds])
         hi_q = np.maximum.reduce([hi for _, hi in bounds])
@@ -921,6 +924,7 @@ class RuntimeModel:
         tuned: bool,
         distance_scale: float = 1.0,
         outside: bool = False,
+        prior_distance: float | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
         sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
@@ -943,7 +947,8 @@ class RuntimeModel:
             # runs decide its band as soon as it has a few (inside: d = 1, unchanged).
             prior = table_scale(calibration, k - 1, environment) * distance_scale
             if 0 < prior < math.inf:
-                weight = PRIOR_CHECKS / distance_scale**2
+                far = distance_scale if prior_distance is None else prior_distance
+                weight = PRIOR_CHECKS / far**2
                 factor = _check_factor(prior, weight, self.check_count, self.check_rms)
                 # Outside, the prior counts little and a few checks set the scale: its quantile is
                 # Student's t over weight + checks residuals, not the normal's of a known scale
@@ -1334,7 +1339,8 @@ class DistanceWidening:
     it, or it counts twice (C3O leave-machine-type-out: held-out machine types at distance 2-3,
     a 90 % band covering 97-99.6 %). The uncalibrated Gaussian measured nothing: the distance
     widens it only before the context has runs (``untuned_only``); from its first run on, its own
-    check updates it (``RuntimeModel._quantiles``). ``scaled`` False: a source the distance does
+    check updates it (``RuntimeModel._quantiles``), weighing the Gaussian as a prior that far out
+    (``prior_distance``). ``scaled`` False: a source the distance does
     not widen (the Gaussian beside tables that account for it)."""
 
     scaled: bool = True
@@ -1347,6 +1353,18 @@ class DistanceWidening:
         if not self.scaled or (self.untuned_only and k > 0):
             return 1.0
         return max(1.0, distance_scale / self.reference)
+
+    def prior_distance(self, distance_scale: float, k: int) -> float:
+        """How far out the context lies when its own checks weigh against the source's scale
+        (``RuntimeModel._quantiles``: the prior counts PRIOR_CHECKS / distance² pseudo-residuals).
+        A table: as far as it widens. The uncalibrated Gaussian, from the first run on: the whole
+        distance. It no longer widens there (its sd is a guess for any distance), but it is no
+        better a guess than a table extrapolated that far: at full weight its 2 pseudo-residuals
+        outweighed the context's own checks (C3O leave-machine-type-out, contexts at distance 2-3.3:
+        a 90 % band covering 95-100 % from k = 3 on while its checks' RMS was a fifth of its sd)."""
+        if self.untuned_only and k > 0:
+            return max(1.0, distance_scale)
+        return self.factor(distance_scale, k)
 
 
 def _fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
