@@ -262,10 +262,11 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     """grep with m4.2xlarge held out pre-trains on one context per other machine type: nothing to
     hold out whole, so the band is the uncalibrated Gaussian. A context tuned on runs at several
     scale-outs that its curve predicts well gets it narrowed by its own leave-one-scale-out check
-    (the prior the Gaussian, two pseudo-residuals), as the calibrated tables do."""
+    (the prior the Gaussian, as many pseudo-residuals as a table's prior that far out: 2 / d²),
+    as the calibrated tables do."""
     from statistics import NormalDist
 
-    from airflow_provider_bellamy.model.calibration import gaussian_sd
+    from airflow_provider_bellamy.model.calibration import gaussian_sd, predictive_inflation
 
     runs = load_traces("c3o", "grep")
     held = runs["machine_type"] == "m4.2xlarge"
@@ -287,7 +288,32 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     assert band.calibrated_for.startswith("uncalibrated")
     m, r = tuned.check_count, tuned.check_rms
     assert r < sd  # its curve predicts its own left-out scale-outs better than the prior says
-    expected = z * sd * math.sqrt((2 * sd**2 + m * r**2) / ((2 + m) * sd**2))
+    d = band.extrapolation.distance_scale
+    assert d > 1.5  # a machine type never seen: its memory outside the trained range
+    weight = 2 / d**2
+    expected = z * sd * math.sqrt((weight * sd**2 + m * r**2) / ((weight + m) * sd**2))
+    expected *= predictive_inflation(weight + m, 0.9)
+    # the Gaussian's own bound is that posterior exactly
+    sources, _, _ = tuned._band_sources(band.extrapolation)
+    cal, widening = sources[-1]
+    assert widening.untuned_only
+    _, hi = tuned._quantiles(
+        cal,
+        m,
+        0.9,
+        np.array([8, 10]),
+        None,
+        tuned.observed_scale_outs,
+        True,
+        1.0,
+        True,
+        widening.prior_distance(d, m),
+    )
+    np.testing.assert_allclose(hi, expected, rtol=1e-9)
+    # at full weight (2 pseudo-residuals, as a table measured at the training data) its guess
+    # outweighed the context's own runs: the band is narrower than that now
+    full = z * sd * math.sqrt((2 * sd**2 + m * r**2) / ((2 + m) * sd**2)) * predictive_inflation(2 + m, 0.9)
+    assert expected < full
     half = np.log(band.upper / band.mean)
     # narrower than before its runs (the uncalibrated band, before, never narrowed), never than
     # the Gaussian's posterior
@@ -565,6 +591,12 @@ def test_a_table_is_widened_only_by_the_distance_beyond_its_held_out_contexts() 
     # a guess: widened before the context has runs, then its own check updates it
     assert gaussian.factor(3.0, 0) == 3.0 and gaussian.factor(3.0, 1) == 1.0
     assert DistanceWidening(scaled=False).factor(3.0, 0) == 1.0
+    # against the context's own checks a table's prior counts as far out as it widens it; the
+    # Gaussian's, no longer widened once the context has runs, as far out as the context lies
+    assert categorical.prior_distance(5.0, 2) == pytest.approx(2.0)
+    assert numeric.prior_distance(3.0, 2) == 3.0
+    assert gaussian.prior_distance(3.0, 2) == 3.0 and gaussian.prior_distance(0.5, 2) == 1.0
+    assert DistanceWidening(scaled=False).prior_distance(3.0, 2) == 1.0
 
 
 def test_a_held_out_machine_type_no_farther_than_the_calibrations_is_not_widened_again(
