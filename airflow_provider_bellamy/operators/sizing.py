@@ -464,7 +464,9 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         # the decision was made (and stored) by the policy's rule (sizing.ON_INFEASIBLE_RULES); its
         # reason says which size that rule took and why (run-likely: the confidence given up, by how
         # much; or, with no size predicted to meet the target under a bounded band, the fastest)
-        launching = f"on_infeasible={spec.on_infeasible}: launching {decision.chosen_scale_out}: {decision.reason}"
+        launching = (
+            f"on_infeasible={spec.on_infeasible}: launching {decision.chosen_scale_out}: {decision.reason}"
+        )
         self.log.warning("Bellamy: %s; %s", msg, launching)
 
 
