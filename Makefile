@@ -13,10 +13,13 @@ export PATH := $(abspath $(BIN)):$(PATH)
 
 .PHONY: demo test lint bench-accuracy bench-sizing lock services clean
 
+# --compile-bytecode: as pip does by default. Where the interpreter runs with PYTHONDONTWRITEBYTECODE
+# (this project's machines do) nothing else ever writes the .pyc files: every process would compile
+# Airflow and SQLAlchemy from source again (a fresh process's first size(): 1.4 s instead of 0.6 s).
 $(VENV)/.installed: requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
-	$(UV) pip install -q --python $(BIN)/python $(FIND_LINKS) -r requirements.lock
+	$(UV) pip install -q --compile-bytecode --python $(BIN)/python $(FIND_LINKS) -r requirements.lock
 	$(UV) pip install -q --python $(BIN)/python --no-deps -e .
 	touch $@
 

@@ -46,7 +46,7 @@ fi
 # uv (installed into .venv by the Makefile) resolves and links ~10x faster than pip; both
 # install exactly the pinned versions.
 if [ -x .venv/bin/uv ]; then
-  .venv/bin/uv pip install -q --python "$VENV/bin/python" -r "$LOCK"
+  .venv/bin/uv pip install -q --compile-bytecode --python "$VENV/bin/python" -r "$LOCK"
 else
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$LOCK"
 fi

@@ -699,7 +699,7 @@ def _bucket_tables(
     return tables, counts
 
 
-def _calibration(calibration: Calibration, environment: str | None) -> tuple[QuantileTables, ...]:
+def _tables_for_environment(calibration: Calibration, environment: str | None) -> tuple[QuantileTables, ...]:
     """The tables (per k) that answer for a context: its environment's where calibration had
     enough of its contexts, the pooled ones otherwise (none: no out-of-fold data)."""
     tables = calibration.tables
@@ -713,7 +713,7 @@ def _tables(calibration: Calibration, k: int, environment: str | None = None) ->
     """The residual quantile tables (per scale-out bucket) for a model tuned on k points, and
     how many residuals each holds. Empty where no residual was measured at this k (the
     calibration contexts ran at too few scale-outs to hold k + 1 out): the Gaussian band answers."""
-    source = _calibration(calibration, environment)
+    source = _tables_for_environment(calibration, environment)
     return source[min(k, MAX_K)] if source else QuantileTables()
 
 

@@ -461,29 +461,12 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         )
         if spec.on_infeasible == "fail":
             raise InfeasibleTargetError(msg + "; on_infeasible=fail")
-        # the decision was made (and stored) by the policy's rule (sizing.ON_INFEASIBLE_RULES)
-        chosen = decision.chosen
-        if spec.on_infeasible == "run-max":
-            launching = f"launching the largest scale-out {decision.chosen_scale_out}"
-        elif (
-            spec.on_infeasible == "run-likely"
-            and chosen is not None
-            and target.target_s is not None
-            and chosen.predicted_s <= target.target_s
-            and math.isfinite(chosen.upper_s)
-        ):
-            launching = (
-                f"on_infeasible=run-likely: launching {chosen.scale_out}, predicted "
-                f"{chosen.predicted_s:.1f} s; the confidence {decision.confidence} is given up: its "
-                f"upper bound {chosen.upper_s:.1f} s overshoots the target by {chosen.upper_s - target.target_s:.1f} s"
-            )
-        elif spec.on_infeasible == "run-likely":
-            launching = (
-                "on_infeasible=run-likely, but no size is predicted to meet it under a bounded band: "
-                f"launching {decision.chosen_scale_out}, as warn would"
-            )
-        else:
-            launching = f"launching the fastest candidate {decision.chosen_scale_out}"
+        # the decision was made (and stored) by the policy's rule (sizing.ON_INFEASIBLE_RULES); its
+        # reason says which size that rule took and why (run-likely: the confidence given up, by how
+        # much; or, with no size predicted to meet the target under a bounded band, the fastest)
+        launching = (
+            f"on_infeasible={spec.on_infeasible}: launching {decision.chosen_scale_out}: {decision.reason}"
+        )
         self.log.warning("Bellamy: %s; %s", msg, launching)
 
 
