@@ -708,16 +708,13 @@ class RuntimeModel:
         network = self._network_log(ctx, ns)
         if tuned is None:
             return network, self._untuned_log(ctx, ns, network, ext)
+        shaped = network
         if tuned.nearest is not None:
-            log_n, log_runtime = np.asarray(tuned.nearest.log_n), np.asarray(tuned.nearest.log_runtime)
-            near = nearest_log_runtime(
-                log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
-            )
-            network = (1 - tuned.nearest.weight) * network + tuned.nearest.weight * near
+            network, shaped = self._nearest_blend(ctx, tuned, ns, network)
         correction = self._correction
         corrected = bool(tuned.run_residuals) and correction is not None
         curve = tuned_log_runtime(
-            network,
+            shaped,
             ns,
             tuned.theta,
             tuned.parametric_weight,
@@ -726,6 +723,31 @@ class RuntimeModel:
             noise_sd=self._likelihood_sd,
         )[0]
         return network, curve
+
+    def _nearest_blend(
+        self, ctx: dict[str, str | float], tuned: TunedContext, ns: np.ndarray, network: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For a tuned context with a nearest curve: (the network's curve blended with it by its
+        weight, what the prediction follows). They differ below the smallest scale-out the context
+        ran at: there the prediction takes the nearest curve's shape, offset to meet the blend at
+        that scale-out. For a value the model never saw the network's shape below the runs is what
+        its training contexts did at those scale-outs, a candidate the runs never weighed; the
+        nearest curve holds that shape and the one carried by memory, weighed by the runs
+        (``finetuning.combine_nearest``). The band still spans the blend there (``band``)."""
+        nearest = tuned.nearest
+        assert nearest is not None
+        log_n, log_runtime = np.asarray(nearest.log_n), np.asarray(nearest.log_runtime)
+        ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
+        near = nearest_log_runtime(log_n, log_runtime, network, ends, ns)
+        blend = (1 - nearest.weight) * network + nearest.weight * near
+        below = ns < min(tuned.observed_scale_outs, default=0)
+        if not below.any():
+            return blend, blend
+        smallest = np.array([float(min(tuned.observed_scale_outs))])
+        network_there = self._network_log(ctx, smallest)
+        near_there = nearest_log_runtime(log_n, log_runtime, network_there, ends, smallest)
+        offset = (1 - nearest.weight) * (network_there - near_there)
+        return blend, np.where(below, near + offset, blend)
 
     def _untuned_log(
         self,
