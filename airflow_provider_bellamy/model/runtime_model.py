@@ -700,7 +700,8 @@ class RuntimeModel:
         self, ctx: dict[str, str | float], ns: np.ndarray, ext: Extrapolation | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(the network's log seconds, the prediction's) per validated scale-out: the prediction is
-        the members' mean curve (for a context with a nearest curve, blended with it), blended with
+        the members' mean curve (for a context with a nearest curve, blended with it, and below its
+        smallest run that curve's shape: ``_nearest_blend``), blended with
         the context's parametric curve by the share fine-tuning gave it, plus the residual
         correction towards the context's own runs (``finetuning.tuned_log_runtime``). ``ext``: the
         context's ``signals``, where the caller has them already."""
@@ -708,16 +709,13 @@ class RuntimeModel:
         network = self._network_log(ctx, ns)
         if tuned is None:
             return network, self._untuned_log(ctx, ns, network, ext)
+        shaped = network
         if tuned.nearest is not None:
-            log_n, log_runtime = np.asarray(tuned.nearest.log_n), np.asarray(tuned.nearest.log_runtime)
-            near = nearest_log_runtime(
-                log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
-            )
-            network = (1 - tuned.nearest.weight) * network + tuned.nearest.weight * near
+            network, shaped = self._nearest_blend(ctx, tuned.nearest, tuned.observed_scale_outs, ns, network)
         correction = self._correction
         corrected = bool(tuned.run_residuals) and correction is not None
         curve = tuned_log_runtime(
-            network,
+            shaped,
             ns,
             tuned.theta,
             tuned.parametric_weight,
@@ -726,6 +724,34 @@ class RuntimeModel:
             noise_sd=self._likelihood_sd,
         )[0]
         return network, curve
+
+    def _nearest_blend(
+        self,
+        ctx: dict[str, str | float],
+        nearest: NearestCurve,
+        observed: Sequence[int],
+        ns: np.ndarray,
+        network: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For a tuned context with a nearest curve: (the network's curve blended with it by its
+        weight, what the prediction follows). They differ below the smallest scale-out the context
+        ran at (of ``observed``): there the prediction takes the nearest curve's shape, offset to meet the blend at
+        that scale-out. For a value the model never saw the network's shape below the runs is what
+        its training contexts did at those scale-outs, a candidate the runs never weighed; the
+        nearest curve holds that shape and the one carried by memory, weighed by the runs
+        (``finetuning.combine_nearest``). The band still spans the blend there (``band``)."""
+        log_n, log_runtime = np.asarray(nearest.log_n), np.asarray(nearest.log_runtime)
+        ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
+        near = nearest_log_runtime(log_n, log_runtime, network, ends, ns)
+        blend = (1 - nearest.weight) * network + nearest.weight * near
+        below = ns < min(observed, default=0)
+        if not below.any():
+            return blend, blend
+        smallest = np.array([float(min(observed))])
+        network_there = self._network_log(ctx, smallest)
+        near_there = nearest_log_runtime(log_n, log_runtime, network_there, ends, smallest)
+        offset = (1 - nearest.weight) * (network_there - near_there)
+        return blend, np.where(below, near + offset, blend)
 
     def _untuned_log(
         self,

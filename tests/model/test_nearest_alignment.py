@@ -11,7 +11,12 @@ import airflow_provider_bellamy.model.runtime_model as runtime_model
 from airflow_provider_bellamy.benchmarks.common import with_context_ids
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.finetuning import combine_nearest, nearest_curve, superlinear_rise
+from airflow_provider_bellamy.model.finetuning import (
+    combine_nearest,
+    nearest_curve,
+    nearest_log_runtime,
+    superlinear_rise,
+)
 
 from .conftest import FAST
 
@@ -203,3 +208,44 @@ def test_a_single_candidate_takes_its_runs_level_and_a_run_in_its_cliff_sets_non
     at, combined = combine_nearest([(log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
     beyond = at >= np.log(4.0) - 1e-9
     np.testing.assert_allclose(combined[beyond], 2.0 - at[beyond], atol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def sgd_model(sgd: pd.DataFrame) -> RuntimeModel:
+    """C3O sgd pre-trained without r4.2xlarge (a machine type it then reads as unknown)."""
+    held = sgd["machine_type"] == "r4.2xlarge"
+    return RuntimeModel.pretrain(sgd[~held].drop(columns=["context_id"]), seed=0, config=FAST)
+
+
+def test_below_its_smallest_run_a_context_follows_the_nearest_curves_shape(
+    sgd: pd.DataFrame, sgd_model: RuntimeModel
+) -> None:
+    """An sgd context on r4.2xlarge tuned at 6 and 10 nodes: from 6 nodes on the prediction
+    follows the blend of the network's curve and the nearest curve as before; below 6 it follows
+    the nearest curve's shape (which the runs weighed), continuous at 6, not the network's (the
+    training contexts' shape at those scale-outs once more). The band still spans the blend."""
+    held = sgd[sgd["machine_type"] == "r4.2xlarge"]
+    runs = held[held["context_id"] == sorted(held["context_id"].unique())[0]].drop(columns=["context_id"])
+    points = runs[runs["scale_out"].isin([6, 10])].drop_duplicates("scale_out")
+    tuned = sgd_model.finetune(points)
+    part = tuned.tuned
+    assert part is not None and part.nearest is not None
+    ctx = tuned._normalise(runs.iloc[0].to_dict())
+    ns = np.arange(2, 13)
+    network = tuned._network_log(ctx, ns.astype(float))
+    blend, shaped = tuned._nearest_blend(ctx, part.nearest, part.observed_scale_outs, ns, network)
+    at_6, below = ns == 6, ns < 6
+    np.testing.assert_array_equal(shaped[~below], blend[~below])
+    log_n, log_runtime = np.asarray(part.nearest.log_n), np.asarray(part.nearest.log_runtime)
+    near = nearest_log_runtime(
+        log_n, log_runtime, network, tuned._network_log(ctx, np.exp(log_n[[0, -1]])), ns
+    )
+    np.testing.assert_allclose(shaped[below] - shaped[at_6], near[below] - near[at_6], atol=1e-12)
+    # the network's shape below the runs is another one (or the test would say nothing)
+    assert np.max(np.abs((blend - blend[at_6]) - (shaped - shaped[at_6]))[below]) > 0.01
+    band = tuned.band(runs.iloc[0].to_dict(), ns.tolist())
+    assert np.all(band.lower <= np.exp(blend)) and np.all(np.exp(blend) <= band.upper)
+    np.testing.assert_allclose(
+        np.log(band.mean),
+        tuned._log_curves(ctx, ns)[1],
+    )
