@@ -792,8 +792,9 @@ class RuntimeModel:
         Split-conformal: quantiles of out-of-fold log residuals measured after fine-tuning
         on as many points as this model was tuned on (up to MAX_K). Below the smallest
         scale-out a tuned context was observed at (and, outside the training data, above the
-        largest), the band spans both the network's curve and the blended one. A context outside the training data (``extrapolation``) takes the tables
-        measured on contexts held out the same way (a value never seen, a number beyond the
+        largest), the band spans both the network's curve and the blended one. A context
+        outside the training data (``extrapolation``) takes the tables measured on contexts
+        held out the same way (a value never seen, a number beyond the
         range), symmetric about the prediction and multiplied by its ``distance_scale`` beyond
         the distance the tables' held-out contexts lay at (``DistanceWidening``). A
         confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
