@@ -58,6 +58,51 @@ def test_c3o_machine_types_are_held_out_whole_and_never_trained_on() -> None:
             assert len(task.train) + len(task.held_out) == int((runs["job_type"] == job).sum())
 
 
+def test_c3o_input_size_ends_are_held_out_and_never_trained_on() -> None:
+    data = benchmark_runs("c3o", protocol="leave-size-out")
+    assert data.report_fields() == {
+        "protocol": "leave-size-out",
+        "skipped_job_types": {},
+        "held_out_property": "data_size_mb",
+        "skipped_held_out": {},
+    }
+    tasks = list(held_out_tasks(data, seed=0))
+    runs = data.runs
+    for job in runs["job_type"].unique():
+        mine = runs[runs["job_type"] == job]
+        sizes = sorted(mine["data_size_mb"].unique())
+        third = max(1, round(len(sizes) / 3))
+        largest, smallest = [t for t in tasks if t.algorithm == job]
+        assert set(largest.held_out["data_size_mb"]) == set(sizes[-third:])
+        assert set(smallest.held_out["data_size_mb"]) == set(sizes[:third])
+        assert largest.label() == f"held out data_size_mb >= {sizes[-third]:g}"
+        for task in (largest, smallest):
+            # a held-out size is never trained on; everything else of the job type is
+            assert not set(task.held_out["data_size_mb"]) & set(task.train["data_size_mb"])
+            assert set(task.train["job_type"]) == {job}
+            assert len(task.train) + len(task.held_out) == len(mine)
+        # the held-out end lies beyond every trained size
+        assert largest.held_out["data_size_mb"].min() > largest.train["data_size_mb"].max()
+        assert smallest.held_out["data_size_mb"].max() < smallest.train["data_size_mb"].min()
+
+
+def test_leave_size_out_names_a_job_type_with_too_few_sizes_and_refuses_a_file_without_sizes(
+    tmp_path: Path,
+) -> None:
+    two_sizes = _sort_contexts(3)
+    two_sizes = two_sizes[two_sizes["data_size_mb"].isin(sorted(two_sizes["data_size_mb"].unique())[:2])]
+    path = tmp_path / "two.csv"
+    two_sizes.to_csv(path, index=False)
+    with pytest.raises(InvalidInputError) as err:
+        benchmark_runs(traces=path, protocol="leave-size-out")
+    assert err.value.field == "traces" and "fewer than 3" in str(err.value)
+    path = tmp_path / "nosize.csv"
+    _sort_contexts(3).drop(columns=["data_size_mb"]).to_csv(path, index=False)
+    with pytest.raises(InvalidInputError) as err:
+        benchmark_runs(traces=path, protocol="leave-size-out")
+    assert err.value.field == "protocol" and "data_size_mb" in str(err.value)
+
+
 def test_a_traces_file_is_held_out_by_environment_with_the_bundled_traces_trained_on(
     tmp_path: Path,
 ) -> None:
@@ -212,6 +257,21 @@ def test_leave_machine_type_out_accuracy_reports_the_heuristic_beside_the_models
     band = report["band"]["bellamy"]
     assert list(band["overall"]) == ["under_upper", "above_lower", "inside", "mean_log_width"]
     assert list(band["per_algorithm"]) == ["sort"] and band["overall"] == band["per_algorithm"]["sort"]
+
+
+def test_leave_size_out_accuracy_reports_the_models_on_both_ends(tmp_path: Path) -> None:
+    path = tmp_path / "sizes.csv"
+    _sort_contexts(3).to_csv(path, index=False)
+    out = tmp_path / "acc.json"
+    command = ["benchmark", "accuracy", "--traces", str(path), "--quick", "--seeds", "1"]
+    assert main([*command, "--protocol", "leave-size-out", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert (report["protocol"], report["held_out_property"]) == ("leave-size-out", "data_size_mb")
+    # the models a split without a held-out categorical value compares (no nearest-curves heuristic)
+    assert list(report["results"]) == ["bellamy", "ernest", "gbm"]
+    assert report["timings"]["pretrains"] == 2
+    assert all(np.isfinite(report["results"]["bellamy"][str(k)]) for k in range(6))
+    assert all(0.0 <= report["band"]["bellamy"]["overall"]["under_upper"][str(k)] <= 1.0 for k in range(6))
 
 
 def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(

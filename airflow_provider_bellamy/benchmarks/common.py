@@ -66,13 +66,20 @@ class HeldOutTask:
 # runs on the other machine types (as the folds: what the job does elsewhere is what transfers);
 # "leave-environment-out" per job type and environment, pre-trained on every run of another
 # environment, the bundled traces included (as leave-job-out: a new cluster, everything else known).
-PROTOCOLS = ("folds", "leave-job-out", "leave-machine-type-out", "leave-environment-out")
+# "leave-size-out" per job type holds out the contexts at the largest third of its input sizes, then
+# those at the smallest third, each pre-trained on the job type's other runs (a deployment's data
+# grows past, or a test run stays under, every size the model saw: numeric extrapolation).
+PROTOCOLS = ("folds", "leave-job-out", "leave-machine-type-out", "leave-environment-out", "leave-size-out")
 # the context property each transfer protocol holds out whole
 HELD_OUT_DIMENSION = {"leave-machine-type-out": "machine_type", "leave-environment-out": "environment"}
 # what each bundled set may be split by: its own protocol first (the default, whose report stays
 # as it was), then the transfer protocols its runs can serve (C3O ran on three machine types, one
 # environment; Bell on one of each)
-BUNDLED_PROTOCOLS = {"c3o": ("folds", "leave-machine-type-out"), "bell": ("leave-job-out",)}
+BUNDLED_PROTOCOLS = {"c3o": ("folds", "leave-machine-type-out", "leave-size-out"), "bell": ("leave-job-out",)}
+# the input size leave-size-out holds the ends of; a job type needs this many distinct sizes (an end
+# held out, sizes left on both sides of the middle to pre-train on)
+SIZE_PROPERTY = "data_size_mb"
+MIN_SIZES = 3
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,11 @@ class BenchmarkRuns:
                 skipped[str(job)] = "one context: nothing of its job type left to pre-train on"
             elif self.protocol == "leave-job-out" and (self.runs["job_type"] == job).all():
                 skipped[str(job)] = "no run of another job type to pre-train on"
+            elif self.protocol == "leave-size-out" and len(_sizes(runs)) < MIN_SIZES:
+                skipped[str(job)] = (
+                    f"{len(_sizes(runs))} input size(s) ({SIZE_PROPERTY}): fewer than {MIN_SIZES}, "
+                    "no end to hold out with sizes left to pre-train on"
+                )
             elif self.dimension is not None and not self._values(runs):
                 skipped[str(job)] = f"no run with any {self.dimension} to hold out"
             elif self.protocol == "leave-machine-type-out":
@@ -114,14 +126,15 @@ class BenchmarkRuns:
     def values_skipped(self) -> dict[str, dict[str, str]]:
         """Per job type, the runs a transfer protocol evaluates but cannot hold out (no value of
         the held-out dimension), and why: they are pre-trained on, never tested."""
-        if self.dimension is None:
+        dimension = SIZE_PROPERTY if self.protocol == "leave-size-out" else self.dimension
+        if dimension is None:
             return {}
         skipped: dict[str, dict[str, str]] = {}
         for job, runs in self.runs[self.evaluated].groupby("job_type", sort=True):
-            missing = int(runs[self.dimension].isna().sum())
-            if missing and self._values(runs):
+            missing = int(runs[dimension].isna().sum())
+            if missing and runs[dimension].notna().any():
                 skipped[str(job)] = {
-                    "(missing)": f"{missing} run(s) with no {self.dimension}: pre-trained on, never held out"
+                    "(missing)": f"{missing} run(s) with no {dimension}: pre-trained on, never held out"
                 }
         return skipped
 
@@ -134,6 +147,9 @@ class BenchmarkRuns:
         fields: dict[str, Any] = {"protocol": self.protocol, "skipped_job_types": self.job_types_skipped()}
         if self.dimension is not None:
             fields["held_out_dimension"] = self.dimension
+            fields["skipped_held_out"] = self.values_skipped()
+        elif self.protocol == "leave-size-out":
+            fields["held_out_property"] = SIZE_PROPERTY
             fields["skipped_held_out"] = self.values_skipped()
         return fields
 
@@ -186,7 +202,7 @@ def benchmark_runs(
     own = successful_runs(load_runs_file(traces))
     if own.empty:
         raise InvalidInputError("traces", str(traces), "holds no successful run")
-    dimension = HELD_OUT_DIMENSION.get(protocol)
+    dimension = SIZE_PROPERTY if protocol == "leave-size-out" else HELD_OUT_DIMENSION.get(protocol)
     if dimension is not None and dimension not in own.columns:
         raise InvalidInputError(
             "protocol",
@@ -194,7 +210,7 @@ def benchmark_runs(
             f"holds out {dimension} values, and {Path(traces).name} has no {dimension} column",
         )
     own = with_context_ids(own)
-    if protocol in ("folds", "leave-machine-type-out"):
+    if protocol in ("folds", "leave-machine-type-out", "leave-size-out"):
         runs, evaluated = own.reset_index(drop=True), np.ones(len(own), dtype=bool)
     else:
         bundled = with_context_ids(load_traces())
@@ -217,8 +233,11 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
     together, pre-trained on every other run. leave-machine-type-out: per job type, each machine
     type's runs held out together (fold = its place in sorted order), pre-trained on the job
     type's runs on the other machine types. leave-environment-out: per job type, each
-    environment's runs held out together, pre-trained on every run of another environment. Job
-    types ``job_types_skipped`` names are left out.
+    environment's runs held out together, pre-trained on every run of another environment.
+    leave-size-out: per job type, the contexts at its largest third of input sizes held out
+    together (fold 0), then those at its smallest third (fold 1), each pre-trained on the job
+    type's other runs (runs without a size are trained on). Job types ``job_types_skipped`` names
+    are left out.
     """
     data = source if isinstance(source, BenchmarkRuns) else benchmark_runs(source)
     skipped = data.job_types_skipped()
@@ -233,6 +252,9 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                 held = set(ctx[order[fold::folds]])
                 mask = runs["context_id"].isin(held)
                 yield HeldOutTask(str(algorithm), fold, runs[~mask], runs[mask])
+        elif data.protocol == "leave-size-out":
+            for fold, (label, held) in enumerate(_size_ends(runs)):
+                yield HeldOutTask(str(algorithm), fold, runs[~held], runs[held], label)
         elif data.protocol == "leave-job-out":
             # a held-out context's runs leave the training data wherever they stand (a file may
             # repeat bundled runs); only the evaluated copies are replayed
@@ -254,6 +276,25 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                     pool[evaluated & (pool["job_type"] == algorithm)],
                     value,
                 )
+
+
+def _sizes(runs: pd.DataFrame) -> list[float]:
+    """The distinct input sizes among ``runs``, ascending."""
+    if SIZE_PROPERTY not in runs.columns:
+        return []
+    return sorted(float(v) for v in pd.to_numeric(runs[SIZE_PROPERTY], errors="coerce").dropna().unique())
+
+
+def _size_ends(runs: pd.DataFrame) -> list[tuple[str, pd.Series]]:
+    """leave-size-out's two held-out groups of one job type's runs: (label, mask) for the largest
+    third of its distinct input sizes (at least one), then the smallest third."""
+    sizes = _sizes(runs)
+    n = max(1, round(len(sizes) / 3))
+    size = pd.to_numeric(runs[SIZE_PROPERTY], errors="coerce")
+    return [
+        (f"{SIZE_PROPERTY} >= {sizes[-n]:g}", size >= sizes[-n]),
+        (f"{SIZE_PROPERTY} <= {sizes[n - 1]:g}", size <= sizes[n - 1]),
+    ]
 
 
 def validate_count(name: str, value: Any) -> int:

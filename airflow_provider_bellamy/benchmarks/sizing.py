@@ -70,6 +70,7 @@ TARGETS_PER_CONTEXT = {
     "leave-job-out": 40,
     "leave-machine-type-out": 6,
     "leave-environment-out": 6,
+    "leave-size-out": 6,
 }
 # Fine-tuning draws per held-out task and k. Every target of a draw rests on the same k runs, so
 # the draws, not the targets, carry the replay's variance: with Bell's one held-out context per

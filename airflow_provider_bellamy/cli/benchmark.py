@@ -105,7 +105,8 @@ def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
         "traces; bell's), leave-machine-type-out (each machine type held out whole per job type, "
         "pre-trained on the job type's other machine types; c3o or --traces), leave-environment-out "
         "(each environment held out whole, pre-trained on the other environments' runs and the "
-        "bundled traces; --traces)",
+        "bundled traces; --traces), leave-size-out (per job type its largest, then its smallest "
+        "third of input sizes held out, pre-trained on its other sizes; c3o or --traces)",
     )
 
 
