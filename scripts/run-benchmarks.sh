@@ -12,7 +12,8 @@ shift || true
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   names=(accuracy-c3o-leave-machine-type-out sizing-c3o-leave-machine-type-out accuracy-c3o sizing-c3o
-         accuracy-bell sizing-bell sizing-c3o-leave-job-out)
+         accuracy-c3o-leave-size-out sizing-c3o-leave-size-out accuracy-bell sizing-bell
+         sizing-c3o-leave-job-out)
 fi
 read -r -a bellamy <<< "${BELLAMY:-bellamy}"
 workers=${WORKERS:-$(nproc)}
@@ -32,6 +33,8 @@ for name in "${names[@]}"; do
   case $name in
     accuracy-c3o-leave-machine-type-out) run "$name" accuracy --dataset c3o --protocol leave-machine-type-out ;;
     sizing-c3o-leave-machine-type-out) run "$name" sizing --dataset c3o --protocol leave-machine-type-out ;;
+    accuracy-c3o-leave-size-out) run "$name" accuracy --dataset c3o --protocol leave-size-out ;;
+    sizing-c3o-leave-size-out) run "$name" sizing --dataset c3o --protocol leave-size-out ;;
     accuracy-c3o) run "$name" accuracy --dataset c3o ;;
     sizing-c3o) run "$name" sizing --dataset c3o ;;
     accuracy-bell) run "$name" accuracy --dataset bell ;;
