@@ -296,6 +296,11 @@ def test_every_on_infeasible_policy_has_the_rule_its_decision_is_made_by() -> No
     d = decide(slower_at_10, target_s=210, infeasible=infeasible_rule("run-max"))
     assert d.chosen_scale_out == 10 and math.isclose(d.shortfall_s, 60.0) and "the largest, 10" in d.reason
     assert decide(slower_at_10, target_s=210, infeasible=infeasible_rule("warn")).chosen_scale_out == 4
+    # warn and fail: the likeliest, where it is not the lowest upper bound
+    for policy in ("warn", "fail"):
+        assert (
+            decide(_narrow_or_wide(), target_s=100, infeasible=infeasible_rule(policy)).chosen_scale_out == 24
+        )
     with pytest.raises(InvalidInputError) as err:
         infeasible_rule("run-fast")
     assert err.value.field == "on_infeasible" and err.value.value == "run-fast"
