@@ -58,29 +58,28 @@ def meeting_score(candidate: Candidate, target_s: float, confidence: float) -> f
     target; higher is likelier. -inf where the band gives no reading (a half of zero or negative
     width on the target's side, a non-positive runtime), +inf where a zero-width band meets it."""
     mean, lower, upper = candidate.predicted_s, candidate.lower_s, candidate.upper_s
-    if not (mean > 0 and math.isfinite(mean)) or target_s <= 0:
+    if not (mean > 0 and math.isfinite(mean)) or not target_s > 0:
         return -math.inf
+    log = lambda x: math.log(x) if x > 0 else -math.inf  # noqa: E731
     gap = math.log(target_s) - math.log(mean)
     if gap == 0:
         return 0.0
     # the target above the centre: the upper half's spread; below it, the lower half's
-    width = (
-        math.log(upper) - math.log(mean)
-        if gap > 0
-        else (math.log(mean) - math.log(lower) if lower > 0 else math.inf)
-    )
+    width = log(upper) - log(mean) if gap > 0 else log(mean) - log(lower)
     if width <= 0:
         return math.inf if gap > 0 else -math.inf
-    return NormalDist().inv_cdf(confidence) * gap / width
+    score = NormalDist().inv_cdf(confidence) * gap / width
+    return -math.inf if math.isnan(score) else score
 
 
 def _likeliest(cands: list[Candidate], target_s: float, confidence: float) -> tuple[Candidate, float]:
-    """The candidate most likely to meet ``target_s`` and that likelihood; ties to the smaller
-    scale-out. Only candidates with a bounded band are read (an unbounded one says nothing about
-    its chance); where every band reads -inf, the lowest upper bound."""
+    """The candidate most likely to meet ``target_s`` and that likelihood. Only candidates with a
+    bounded band are read (an unbounded one says nothing about its chance). Equal scores, then the
+    lower upper bound (where the bands read no chance, or q = 0.5 reads none apart: the fastest),
+    then the smaller scale-out (the same band at two sizes)."""
     bounded = [c for c in cands if math.isfinite(c.upper_s)]
     scored = [(meeting_score(c, target_s, confidence), c) for c in bounded]
-    best = min(scored, key=lambda sc: (-sc[0], sc[1].upper_s if sc[0] == -math.inf else 0.0, sc[1].scale_out))
+    best = min(scored, key=lambda sc: (-sc[0], sc[1].upper_s, sc[1].scale_out))
     return best[1], NormalDist().cdf(best[0]) if math.isfinite(best[0]) else float(best[0] > 0)
 
 

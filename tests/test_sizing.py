@@ -110,6 +110,11 @@ def test_the_likeliest_breaks_ties_to_the_smaller_scale_out_and_reads_no_unbound
     )
     d = decide(flat, target_s=100)
     assert d.chosen_scale_out == 4 and "an estimated under 1% chance" in d.reason
+    # q = 0.5: the upper bound is a median, a band reads no spread: every mean under the target reads
+    # 50 %, and the lowest upper bound decides
+    median = Prediction("grep", [8, 16, 24], [90.0, 80.0, 95.0], [60.0] * 3, [130.0, 120.0, 105.0], 0.5)
+    d = decide(median, target_s=100)
+    assert d.chosen_scale_out == 24 and "an estimated 50% chance" in d.reason
 
 
 def _plateau() -> Prediction:
