@@ -272,7 +272,7 @@ def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(
             for n, m, lo, hi in bands
         }
         upper = dict(zip(ns, bellamy["upper_s"], strict=True))
-        likeliest = min(ns, key=lambda n: (-score[n], upper[n] if score[n] == -np.inf else 0.0, n))
+        likeliest = min(ns, key=lambda n: (-score[n], upper[n], n))
         assert chosen == (min(meets) if meets else likeliest)
         relaxed = line["decisions"]["bellamy_relaxed"]
         likely = [n for n, m in zip(ns, bellamy["mean_s"], strict=True) if m <= line["target_s"]]
