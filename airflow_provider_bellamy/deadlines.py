@@ -52,7 +52,7 @@ from typing import Any
 from airflow_provider_bellamy.exceptions import InvalidInputError
 
 # Smallest runtime target handed to sizing: a deadline already missed still
-# produces a decision (infeasible, fastest candidate) instead of an invalid target.
+# produces a decision (infeasible, the candidate most likely to meet it) instead of an invalid target.
 MIN_TARGET_S = 0.001
 
 

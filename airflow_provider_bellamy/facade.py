@@ -176,7 +176,7 @@ class Bellamy:
         """Choose a scale-out for the target and store the decision (``decision_id`` set).
 
         ``on_infeasible``, where the model answers and no candidate meets the target at
-        ``confidence`` (``feasible=False``, ``shortfall_s`` set): ``warn`` the fastest, ``run-likely``
+        ``confidence`` (``feasible=False``, ``shortfall_s`` set): ``warn`` the most likely to meet it, ``run-likely``
         the smallest predicted to meet it (the confidence given up; the reason says by how much),
         ``run-max`` the largest; ``fail`` raises ``InfeasibleTargetError`` once the decision is
         stored, as the operators do."""

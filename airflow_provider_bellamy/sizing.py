@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 from airflow_provider_bellamy.decisions import (
@@ -23,17 +24,18 @@ from airflow_provider_bellamy.spec import parse_objective, parse_price, parse_ta
 from airflow_provider_bellamy.spec import parse_scale_outs as validate_scale_outs
 
 # what to choose when no candidate meets the target at the requested confidence (docs/sizing.md):
-# the fastest (the lowest upper bound), the smallest whose predicted runtime meets the target
-# (the requested confidence given up, not the target: where a job's runtime barely changes with its
-# size, the fastest upper bound is one size among near-equals bought at several times the nodes),
-# or the largest
-INFEASIBLE_RULES = ("fastest", "smallest_predicted", "largest")
+# the one most likely to meet it, read off each band (a narrow band near the target is less likely
+# to meet it than a wide one centred well under it, though its upper bound is lower); the fastest
+# (the lowest upper bound); the smallest whose predicted runtime meets the target (the requested
+# confidence given up, not the target: where a job's runtime barely changes with its size, the
+# fastest upper bound is one size among near-equals bought at several times the nodes); or the largest
+INFEASIBLE_RULES = ("likeliest", "fastest", "smallest_predicted", "largest")
 
 # The operators' ``on_infeasible`` (spec.ON_INFEASIBLE) as the rule the decision is made by, so
-# that the stored decision is the size launched: ``fail`` raises after the fastest's decision.
+# that the stored decision is the size launched: ``fail`` raises after the likeliest's decision.
 ON_INFEASIBLE_RULES = {
-    "fail": "fastest",
-    "warn": "fastest",
+    "fail": "likeliest",
+    "warn": "likeliest",
     "run-likely": "smallest_predicted",
     "run-max": "largest",
 }
@@ -46,6 +48,39 @@ def infeasible_rule(on_infeasible: str) -> str:
             "on_infeasible", on_infeasible, f"must be one of {', '.join(ON_INFEASIBLE_RULES)}"
         )
     return ON_INFEASIBLE_RULES[on_infeasible]
+
+
+def meeting_score(candidate: Candidate, target_s: float, confidence: float) -> float:
+    """How far ``target_s`` lies above the candidate's predicted runtime, in standard scores of its
+    band read as a two-piece log-normal: the mean its median, the upper bound its ``confidence``
+    quantile, the lower bound its (1 - ``confidence``) one (each half of the band its own spread,
+    as the calibration measures each side apart). Φ(score) estimates the chance a run there meets the
+    target; higher is likelier. -inf where the band gives no reading (a half of zero or negative
+    width on the target's side, a non-positive runtime), +inf where a zero-width band meets it."""
+    mean, lower, upper = candidate.predicted_s, candidate.lower_s, candidate.upper_s
+    if not (mean > 0 and math.isfinite(mean)) or not target_s > 0:
+        return -math.inf
+    log = lambda x: math.log(x) if x > 0 else -math.inf  # noqa: E731
+    gap = math.log(target_s) - math.log(mean)
+    if gap == 0:
+        return 0.0
+    # the target above the centre: the upper half's spread; below it, the lower half's
+    width = log(upper) - log(mean) if gap > 0 else log(mean) - log(lower)
+    if width <= 0:
+        return math.inf if gap > 0 else -math.inf
+    score = NormalDist().inv_cdf(confidence) * gap / width
+    return -math.inf if math.isnan(score) else score
+
+
+def _likeliest(cands: list[Candidate], target_s: float, confidence: float) -> tuple[Candidate, float]:
+    """The candidate most likely to meet ``target_s`` and that likelihood. Only candidates with a
+    bounded band are read (an unbounded one says nothing about its chance). Equal scores, then the
+    lower upper bound (where the bands read no chance, or q = 0.5 reads none apart: the fastest),
+    then the smaller scale-out (the same band at two sizes)."""
+    bounded = [c for c in cands if math.isfinite(c.upper_s)]
+    scored = [(meeting_score(c, target_s, confidence), c) for c in bounded]
+    best = min(scored, key=lambda sc: (-sc[0], sc[1].upper_s, sc[1].scale_out))
+    return best[1], NormalDist().cdf(best[0]) if math.isfinite(best[0]) else float(best[0] > 0)
 
 
 def _candidates(prediction: Prediction, target_s: float | None, price: float | None) -> list[Candidate]:
@@ -77,7 +112,7 @@ def decide(
     price_per_node_hour: float | None = None,
     context: Mapping[str, Any] | None = None,
     framework: str | None = None,
-    infeasible: str = "fastest",
+    infeasible: str = "likeliest",
 ) -> SizingDecision:
     """Choose a scale-out. Ties break towards the smaller scale-out, so equal inputs give equal decisions.
 
@@ -86,9 +121,10 @@ def decide(
     * ``fastest``: the lowest upper band (the target only decides ``feasible``).
     Without a target, ``min_scale_out``/``min_cost`` pick the cheapest candidate.
     No candidate meets the target → ``feasible=False``, the shortfall of the candidate chosen, and
-    by ``infeasible``: ``fastest``, the lowest upper bound; ``smallest_predicted``, the smallest
+    by ``infeasible``: ``likeliest``, the one most likely to meet the target (``meeting_score``; the
+    fastest with the ``fastest`` objective); ``fastest``, the lowest upper bound; ``smallest_predicted``, the smallest
     candidate whose predicted runtime meets the target (the least node-hours of them with
-    ``min_cost``; the fastest where none does, and always with the ``fastest`` objective);
+    ``min_cost``; the likeliest where none does; the fastest with the ``fastest`` objective);
     ``largest``, the largest candidate.
     """
     target = parse_target(target_s)
@@ -120,6 +156,28 @@ def decide(
             f"{'least node-hours' if by_cost else 'smallest'} predicted to meet it: {chosen.scale_out} "
             f"(predicted {chosen.predicted_s:.0f} s; the {q} confidence given up: its upper bound "
             f"{chosen.upper_s:.0f} s is {shortfall:.0f} s ({shortfall / target:.0%}) over the target)"
+        )
+    elif (
+        not feasible
+        and target is not None
+        # run-likely where no size is predicted to meet the target: the likeliest, as warn
+        and infeasible in ("likeliest", "smallest_predicted")
+        and objective != "fastest"
+        and any(math.isfinite(c.upper_s) for c in cands)
+    ):
+        chosen, chance = _likeliest(cands, target, prediction.confidence)
+        shortfall = chosen.upper_s - target
+        odds = "under 1%" if chance < 0.01 else f"{chance:.0%}"
+        other = (
+            ""
+            if chosen is fastest
+            else f"; the lowest upper bound is {fastest.scale_out}'s, {fastest.upper_s:.0f} s "
+            f"(predicted {fastest.predicted_s:.0f} s)"
+        )
+        reason = (
+            f"no candidate meets the target {target:.0f} s at {q} confidence; the most likely to meet it: "
+            f"{chosen.scale_out} (predicted {chosen.predicted_s:.0f} s, upper {chosen.upper_s:.0f} s at {q}, "
+            f"{shortfall:.0f} s short; an estimated {odds} chance of meeting it{other})"
         )
     elif not feasible and target is not None and infeasible == "largest":
         chosen = max(cands, key=lambda c: c.scale_out)

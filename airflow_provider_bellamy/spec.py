@@ -37,7 +37,7 @@ from airflow_provider_bellamy.records import (
 )
 
 # What a launch does when no candidate meets the target at the confidence asked (docs/airflow.md):
-# fail; warn, the fastest; run-likely, the smallest predicted to meet it (the confidence given up,
+# fail; warn, the most likely to meet it; run-likely, the smallest predicted to meet it (the confidence given up,
 # not the target); run-max, the largest. sizing.ON_INFEASIBLE_RULES: the rule of each.
 ON_INFEASIBLE: tuple[str, ...] = ("fail", "warn", "run-likely", "run-max")
 

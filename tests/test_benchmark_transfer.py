@@ -19,7 +19,9 @@ from airflow_provider_bellamy.benchmarks.common import (
 from airflow_provider_bellamy.benchmarks.sizing import K_SIZING, TARGETS_PER_CONTEXT, run_sizing
 from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.datasets import load_traces
+from airflow_provider_bellamy.decisions import Candidate
 from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.sizing import meeting_score
 
 
 def _sort_contexts(per_machine_type: int) -> pd.DataFrame:
@@ -323,7 +325,15 @@ def test_leave_machine_type_out_sizing_replays_the_heuristic_as_a_policy(
         bellamy = line["predicted"]["bellamy"]
         chosen = line["decisions"]["bellamy"]["scale_out"]
         meets = [n for n, hi in zip(ns, bellamy["upper_s"], strict=True) if hi <= line["target_s"]]
-        assert chosen == (min(meets) if meets else ns[int(np.argmin(bellamy["upper_s"]))])
+        # none meets it: the most likely to (the band as recorded, lower bound included)
+        bands = zip(ns, bellamy["mean_s"], bellamy["lower_s"], bellamy["upper_s"], strict=True)
+        score = {
+            n: meeting_score(Candidate(n, m, lo, hi, 0.0, None, False), line["target_s"], 0.9)
+            for n, m, lo, hi in bands
+        }
+        upper = dict(zip(ns, bellamy["upper_s"], strict=True))
+        likeliest = min(ns, key=lambda n: (-score[n], upper[n], n))
+        assert chosen == (min(meets) if meets else likeliest)
         relaxed = line["decisions"]["bellamy_relaxed"]
         likely = [n for n, m in zip(ns, bellamy["mean_s"], strict=True) if m <= line["target_s"]]
         assert relaxed["scale_out"] == (chosen if meets or not likely else min(likely))

@@ -40,10 +40,81 @@ def test_min_cost_uses_node_hours_and_price() -> None:
 
 
 def test_unreachable_target_is_infeasible_with_fastest_and_shortfall() -> None:
-    d = decide(_prediction(), target_s=100)
+    d = decide(_prediction(), target_s=100, infeasible="fastest")
     assert not d.feasible and d.chosen_scale_out == 8
     assert math.isclose(d.shortfall_s, 300 * 1.2 - 100)
     assert "short" in d.reason
+    # bands of one relative width: the likeliest is the fastest, and the default says so
+    likeliest = decide(_prediction(), target_s=100)
+    assert likeliest.chosen_scale_out == 8 and math.isclose(likeliest.shortfall_s, d.shortfall_s)
+    assert (
+        "the most likely to meet it: 8" in likeliest.reason and "lowest upper bound" not in likeliest.reason
+    )
+
+
+def _narrow_or_wide() -> Prediction:
+    # 16: the largest scale-out a context ran at, a narrow band near the target; 24, above its runs,
+    # a wide band centred well under it: the lower upper bound is the less likely to meet 100 s
+    return Prediction(
+        "grep", [8, 16, 24], [300.0, 105.0, 70.0], [200.0, 90.0, 40.0], [500.0, 125.0, 140.0], 0.9
+    )
+
+
+def test_an_unreachable_target_launches_the_candidate_most_likely_to_meet_it() -> None:
+    from airflow_provider_bellamy.sizing import meeting_score
+
+    fastest = decide(_narrow_or_wide(), target_s=100, infeasible="fastest")
+    assert fastest.chosen_scale_out == 16
+    d = decide(_narrow_or_wide(), target_s=100)
+    assert not d.feasible and d.chosen_scale_out == 24 and math.isclose(d.shortfall_s, 40.0)
+    # the band read as a two-piece log-normal: 24 meets 100 s with z = 1.2816 · ln(100/70) / ln(140/70)
+    z = 1.2815516 * math.log(100 / 70) / math.log(2)
+    assert math.isclose(meeting_score(d.chosen, 100, 0.9), z, rel_tol=1e-6)
+    # 16: its mean over the target, so its lower half's spread: z = 1.2816 · ln(100/105) / ln(105/90) < 0
+    assert meeting_score(d.candidates[1], 100, 0.9) < 0 < z
+    assert d.reason == (
+        "no candidate meets the target 100 s at 90% confidence; the most likely to meet it: 24 "
+        "(predicted 70 s, upper 140 s at 90%, 40 s short; an estimated 75% chance of meeting it; "
+        "the lowest upper bound is 16's, 125 s (predicted 105 s))"
+    )
+    # the target met at 90 %: the rule never applies; the fastest objective keeps the lowest upper bound
+    assert decide(_narrow_or_wide(), target_s=145).chosen_scale_out == 16
+    assert decide(_narrow_or_wide(), target_s=100, objective="fastest").chosen_scale_out == 16
+    # the same with min_cost (the rule does not weigh node-hours)
+    assert decide(_narrow_or_wide(), target_s=100, objective="min_cost").chosen_scale_out == 24
+    # run-likely where no size is predicted to meet the target (60 s): the likeliest, not the fastest
+    assert decide(_narrow_or_wide(), target_s=60, infeasible="fastest").chosen_scale_out == 16
+    for objective in ("min_scale_out", "min_cost"):
+        d = decide(_narrow_or_wide(), target_s=60, objective=objective, infeasible="smallest_predicted")
+        assert d.chosen_scale_out == 24 and "the most likely to meet it: 24" in d.reason
+
+
+def test_the_likeliest_breaks_ties_to_the_smaller_scale_out_and_reads_no_unbounded_band() -> None:
+    inf = math.inf
+    # 4 and 8 read the same chance (the same band): the smaller
+    same = Prediction(
+        "grep", [2, 4, 8], [300.0, 120.0, 120.0], [250.0, 100.0, 100.0], [400.0, 150.0, 150.0], 0.9
+    )
+    assert decide(same, target_s=110).chosen_scale_out == 4
+    # an unbounded band says nothing of its chance: a bounded one is read, however unlikely
+    part = Prediction("grep", [2, 4, 8], [300.0, 120.0, 60.0], [250.0, 100.0, 1.0], [400.0, 150.0, inf], 0.9)
+    d = decide(part, target_s=110)
+    assert d.chosen_scale_out == 4 and "most likely to meet it: 4" in d.reason
+    # unbounded everywhere: the largest, as without a model
+    none = Prediction("grep", [2, 4, 8], [10.0, 6.0, 5.0], [1.0] * 3, [inf] * 3, 0.9)
+    d = decide(none, target_s=2)
+    assert d.chosen_scale_out == 8 and "no upper bound" in d.reason and "the largest, 8" in d.reason
+    # zero-width bands over the target read no chance at all: the lowest upper bound among them
+    flat = Prediction(
+        "grep", [2, 4, 8], [300.0, 150.0, 160.0], [300.0, 150.0, 160.0], [300.0, 150.0, 160.0], 0.9
+    )
+    d = decide(flat, target_s=100)
+    assert d.chosen_scale_out == 4 and "an estimated under 1% chance" in d.reason
+    # q = 0.5: the upper bound is a median, a band reads no spread: every mean under the target reads
+    # 50 %, and the lowest upper bound decides
+    median = Prediction("grep", [8, 16, 24], [90.0, 80.0, 95.0], [60.0] * 3, [130.0, 120.0, 105.0], 0.5)
+    d = decide(median, target_s=100)
+    assert d.chosen_scale_out == 24 and "an estimated 50% chance" in d.reason
 
 
 def _plateau() -> Prediction:
@@ -65,7 +136,8 @@ def test_an_unreachable_target_can_take_the_smallest_predicted_to_meet_it_instea
     # min_cost: the least node-hours (at the upper bound) among those predicted to meet it
     cost = decide(_plateau(), target_s=210, objective="min_cost", infeasible="smallest_predicted")
     assert cost.chosen_scale_out == 4 and "least node-hours predicted" in cost.reason
-    # nothing predicted to meet it, or the fastest asked for: the fastest, as by default
+    # nothing predicted to meet it, or the fastest asked for: here the fastest (the likeliest, as by
+    # default, is the fastest where every band has the same relative width)
     assert decide(_plateau(), target_s=150, infeasible="smallest_predicted").chosen_scale_out == 10
     assert (
         decide(
@@ -216,7 +288,7 @@ def test_every_on_infeasible_policy_has_the_rule_its_decision_is_made_by() -> No
     plateau = _plateau()
     chosen = {p: decide(plateau, target_s=210, infeasible=infeasible_rule(p)) for p in ON_INFEASIBLE}
     assert {p: d.chosen_scale_out for p, d in chosen.items()} == {
-        "fail": 10,  # the fastest's decision is stored, then the operator raises
+        "fail": 10,  # the likeliest's decision is stored, then the operator raises
         "warn": 10,
         "run-likely": 4,
         "run-max": 10,
@@ -229,6 +301,11 @@ def test_every_on_infeasible_policy_has_the_rule_its_decision_is_made_by() -> No
     d = decide(slower_at_10, target_s=210, infeasible=infeasible_rule("run-max"))
     assert d.chosen_scale_out == 10 and math.isclose(d.shortfall_s, 60.0) and "the largest, 10" in d.reason
     assert decide(slower_at_10, target_s=210, infeasible=infeasible_rule("warn")).chosen_scale_out == 4
+    # warn and fail: the likeliest, where it is not the lowest upper bound
+    for policy in ("warn", "fail"):
+        assert (
+            decide(_narrow_or_wide(), target_s=100, infeasible=infeasible_rule(policy)).chosen_scale_out == 24
+        )
     with pytest.raises(InvalidInputError) as err:
         infeasible_rule("run-fast")
     assert err.value.field == "on_infeasible" and err.value.value == "run-fast"

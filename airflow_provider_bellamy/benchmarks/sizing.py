@@ -392,7 +392,8 @@ class _TaskReplay:
             "real_max_s": floats(c.runs_at[n].max() for n in c.scale_outs),
             "tuned_on": [int(n) for n in points["scale_out"]],
             "predicted": {
-                p: {"mean_s": floats(mean), "upper_s": floats(upper)} for p, (mean, _, upper) in bands.items()
+                p: {"mean_s": floats(mean), "lower_s": floats(lower), "upper_s": floats(upper)}
+                for p, (mean, lower, upper) in bands.items()
             },
             "decisions": {
                 p: {"scale_out": int(choice[p]), "met": bool(hit), "node_seconds": float(node_s)}

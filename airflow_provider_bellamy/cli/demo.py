@@ -412,7 +412,7 @@ def _print_story(console: Any, story: list[Launch]) -> None:
                 + (
                     ""
                     if first.feasible
-                    else f" (no size met the target: it launched the fastest, {first.chosen})"
+                    else f" (no size met the target: it launched the likeliest, {first.chosen})"
                 )
             )
         judged = [x for x in later if x.inside is not None]

@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
         default="warn",
         # (fail is the exit status: 3 for any decision that misses the target)
         choices=[policy for policy in ON_INFEASIBLE if policy != "fail"],
-        help="where no scale-out meets the target at the confidence: the fastest (warn), the smallest "
+        help="where no scale-out meets the target at the confidence: the most likely to meet it (warn), the smallest "
         "predicted to meet it, giving up the confidence (run-likely), or the largest (run-max)",
     )
     size.add_argument("--json", action="store_true", help="print the decision as JSON")

@@ -13,8 +13,8 @@ Sizing at launch, in order:
    launch the largest candidate: nothing predicted a runtime) — the reason is logged and
    kept in the decision's ``fallback_reason``;
 4. when the model answers but no candidate meets the target: ``on_infeasible``
-   ``fail`` raises ``InfeasibleTargetError``, ``warn`` logs and launches the fastest
-   candidate, ``run-likely`` the smallest predicted to meet the target (the confidence given
+   ``fail`` raises ``InfeasibleTargetError``, ``warn`` logs and launches the candidate
+   most likely to meet it, ``run-likely`` the smallest predicted to meet the target (the confidence given
    up, not the target; by ``objective``), ``run-max`` the largest scale-out. The decision is
    made, and stored, by the policy's rule (``sizing.ON_INFEASIBLE_RULES``).
 
@@ -130,7 +130,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
     :param confidence: the probability the chosen size meets the target, in [0.5, 1).
     :param objective: ``min_scale_out`` | ``min_cost`` (needs ``price_per_node_hour``) | ``fastest``.
     :param on_infeasible: what to launch when no scale-out meets the target at ``confidence``:
-        ``fail`` (raise) | ``warn`` (the fastest; default) | ``run-likely`` (the smallest predicted
+        ``fail`` (raise) | ``warn`` (the most likely to meet it; default) | ``run-likely`` (the smallest predicted
         to meet the target, the least node-hours of them with ``min_cost``: the confidence is
         given up, the decision says by how much) | ``run-max`` (the largest).
     :param default_scale_out: the size to use when no model can answer.
@@ -463,7 +463,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
             raise InfeasibleTargetError(msg + "; on_infeasible=fail")
         # the decision was made (and stored) by the policy's rule (sizing.ON_INFEASIBLE_RULES); its
         # reason says which size that rule took and why (run-likely: the confidence given up, by how
-        # much; or, with no size predicted to meet the target under a bounded band, the fastest)
+        # much; or, with no size predicted to meet the target under a bounded band, the likeliest)
         launching = (
             f"on_infeasible={spec.on_infeasible}: launching {decision.chosen_scale_out}: {decision.reason}"
         )
