@@ -162,15 +162,16 @@ class BandTables:
     n: int
     smallest_max_scale_out: float
     validation_mre: tuple[float, ...]
-    # per job type, per k: the scale its residuals were divided by (``JOB_SCALE_PRIOR_CONTEXTS``);
-    # empty for a model of one job type (and in model files written before it: 1)
-    job_scales: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    # per job type, per k: the scales (below, above the prediction) its negative and positive
+    # residuals were divided by (``job_scales``); empty for a model of one job type (and in model
+    # files written before them: 1)
+    job_scales: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
-    def job_scale(self, job_type: str | None, k: int) -> float:
-        """What a band of ``job_type`` after k points multiplies the tables' bounds by (1: a job
-        type the tables hold no scale of)."""
+    def job_scale(self, job_type: str | None, k: int) -> tuple[float, float]:
+        """What a band of ``job_type`` after k points multiplies the tables' negative and positive
+        offsets by ((1, 1): a job type the tables hold no scales of)."""
         scales = self.job_scales.get(job_type) if job_type is not None else None
-        return scales[min(k, MAX_K)] if scales else 1.0
+        return scales[min(k, MAX_K)] if scales else (1.0, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -179,7 +180,7 @@ class BandTables:
             "n": self.n,
             "smallest_max_scale_out": self.smallest_max_scale_out,
             "validation_mre": list(self.validation_mre),
-            "job_scales": {job: list(s) for job, s in self.job_scales.items()},
+            "job_scales": {job: [list(pair) for pair in s] for job, s in self.job_scales.items()},
         }
 
     @classmethod
@@ -214,13 +215,25 @@ class BandTables:
                 )
             ),
             job_scales={
-                str(job): tuple(
-                    _real(v, f"{where}.job_scales.{job}[{k}]", 1e-6)
-                    for k, v in enumerate(_per_k(scales, f"{where}.job_scales.{job}"))
-                )
+                str(job): _side_scales(scales, f"{where}.job_scales.{job}")
                 for job, scales in job_scales.items()
             },
         )
+
+
+def _side_scales(values: object, where: str) -> tuple[tuple[float, float], ...]:
+    pairs = []
+    for k, pair in enumerate(_per_k(values, where)):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"{where}[{k}] = {pair!r} is not [below, above]")
+        pairs.append((_real(pair[0], f"{where}[{k}]", 1e-6), _real(pair[1], f"{where}[{k}]", 1e-6)))
+    return tuple(pairs)
+
+
+def _by_side(offsets: np.ndarray, scales: tuple[float, float]) -> np.ndarray:
+    """Offsets (log residuals, table bounds) below the prediction times the first scale, above it
+    times the second."""
+    return np.where(offsets < 0, offsets * scales[0], offsets * scales[1])
 
 
 @dataclass(frozen=True)
@@ -627,29 +640,34 @@ def job_scales(
     per_k: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
     job_of: Sequence[str | None] | None,
     small_max: float,
-) -> dict[str, tuple[float, ...]]:
-    """Per job type, per k (residuals, their scale-outs, owners, distances): its residuals' mean
-    absolute score over the pool's, shrunk towards 1 in log by its out-of-fold contexts n as
-    n / (n + ``JOB_SCALE_PRIOR_CONTEXTS``); 1 below ``MIN_JOB_CONTEXTS``. (The mean absolute score
-    carries a job type's bias as well as its spread, and one context's outliers less than the
-    root mean square would.) Empty with fewer than two job types: the pool is the job type."""
+) -> dict[str, tuple[tuple[float, float], ...]]:
+    """Per job type, per k (residuals, their scale-outs, owners, distances), per side of the
+    prediction: the mean of its scores' part on that side (max(−score, 0), max(score, 0)) over the
+    pool's, shrunk towards 1 in log by its out-of-fold contexts n as n / (n +
+    ``JOB_SCALE_PRIOR_CONTEXTS``); 1 below ``MIN_JOB_CONTEXTS``. Per side, because a job type the
+    model is biased on misses on one side only; a mean rather than a root mean square, so that one
+    context's outliers weigh less. Empty with fewer than two job types: the pool is the job type."""
     if job_of is None or len({j for j in job_of if j is not None}) < 2:
         return {}
     names = sorted({j for j in job_of if j is not None})
-    out: dict[str, list[float]] = {job: [] for job in names}
+    out: dict[str, list[tuple[float, float]]] = {job: [] for job in names}
     for r, at, owner, distance in per_k:
-        score = np.abs(_scores(r, at, distance, small_max))
-        pooled = float(score.mean()) if len(score) else 0.0
+        score = _scores(r, at, distance, small_max)
+        sides = (np.maximum(-score, 0.0), np.maximum(score, 0.0))
+        pooled = [float(side.mean()) if len(side) else 0.0 for side in sides]
         owner_job = np.array([job_of[i] for i in owner], dtype=object)
         for job in names:
             mine = owner_job == job
             n = len(set(owner[mine].tolist()))
-            if n < MIN_JOB_CONTEXTS or pooled <= 0 or not mine.any():
-                out[job].append(1.0)
-                continue
-            ratio = float(score[mine].mean()) / pooled
             shrink = n / (n + JOB_SCALE_PRIOR_CONTEXTS)
-            out[job].append(float(np.exp(shrink * np.log(max(ratio, 1e-6)))))
+            pair = []
+            for side, pool in zip(sides, pooled, strict=True):
+                if n < MIN_JOB_CONTEXTS or pool <= 0:
+                    pair.append(1.0)
+                    continue
+                ratio = max(float(side[mine].mean()) / pool, 1e-6)
+                pair.append(float(np.exp(shrink * np.log(ratio))))
+            out[job].append((pair[0], pair[1]))
     return {job: tuple(s) for job, s in out.items()}
 
 
@@ -660,7 +678,7 @@ def _tables_per_k(
     n_contexts: int,
     divisor: np.ndarray | None = None,
     job_of: Sequence[str | None] | None = None,
-    job_scales: Mapping[str, tuple[float, ...]] | None = None,
+    job_scales: Mapping[str, tuple[tuple[float, float], ...]] | None = None,
 ) -> BandTables:
     """Per k (residuals, their scale-outs, owners, distances): pooled and per-environment
     bucket tables, their counts and the mean relative error; residuals divided by their owner's
@@ -674,7 +692,10 @@ def _tables_per_k(
     for k, (raw, at, owner, distance) in enumerate(per_k):
         r = raw if divisor is None else raw / divisor[owner]
         if job_scales and job_of is not None:
-            r = r / np.array([job_scales.get(job_of[i], (1.0,) * (MAX_K + 1))[k] for i in owner])
+            below, above = np.array(
+                [job_scales.get(job_of[i], ((1.0, 1.0),) * (MAX_K + 1))[k] for i in owner]
+            ).T.reshape(2, -1)
+            r = np.where(r < 0, r / below, r / above)
         small = at <= small_max
         tables, counts = _bucket_tables(r, small, distance)
         pooled.append(QuantileTables.of(tables, counts))
@@ -843,7 +864,7 @@ def residual_quantiles(
         lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
         hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
     job = calibration.tables.job_scale(job_type, k)
-    return lo * job, hi * job
+    return _by_side(lo, job), _by_side(hi, job)
 
 
 def widened(lo: np.ndarray, hi: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -889,9 +910,9 @@ def table_scale(
     table = tables.get("others")
     if not table:
         return 0.0
-    spread = float(np.interp(0.84, QUANTILE_GRID, table) - np.interp(0.16, QUANTILE_GRID, table)) / 2
-    job = 1.0 if calibration.tables is None else calibration.tables.job_scale(job_type, k)
-    return spread * job
+    job = (1.0, 1.0) if calibration.tables is None else calibration.tables.job_scale(job_type, k)
+    low, high = _by_side(np.interp([0.16, 0.84], QUANTILE_GRID, table), job)
+    return float(high - low) / 2
 
 
 def student_t_quantile(q: float, dof: float) -> float:

@@ -61,20 +61,20 @@ def test_a_job_type_twice_as_hard_gets_a_band_near_its_level() -> None:
     pooled = _calibration(per_k, job_of, None)
     scales = job_scales(per_k, job_of, SMALL_MAX)
     assert set(scales) == {"easy", "hard"} and all(len(s) == MAX_K + 1 for s in scales.values())
-    assert scales["hard"][0] > 1.2 and scales["easy"][0] < 0.85
+    assert min(scales["hard"][0]) > 1.2 and max(scales["easy"][0]) < 0.85
     mondrian = _calibration(per_k, job_of, scales)
     before = {job: _upper_coverage(pooled, job, seed=1) for job in ("easy", "hard")}
     after = {job: _upper_coverage(mondrian, job, seed=1) for job in ("easy", "hard")}
     assert before["hard"] < 0.86 and before["easy"] > 0.95
     assert 0.87 <= after["hard"] <= 0.94 and 0.87 <= after["easy"] <= 0.95
     # a job type the tables hold no scale of (never seen) reads the tables as they are: 1
-    assert mondrian.tables is not None and mondrian.tables.job_scale("never-seen", 0) == 1.0
+    assert mondrian.tables is not None and mondrian.tables.job_scale("never-seen", 0) == (1.0, 1.0)
 
 
 def test_a_job_type_of_too_few_contexts_keeps_the_pooled_scale() -> None:
     per_k, job_of = _residuals({"big": 0.1, "few": 0.4}, {"big": 40, "few": MIN_JOB_CONTEXTS - 1})
     scales = job_scales(per_k, job_of, SMALL_MAX)
-    assert scales["few"] == (1.0,) * (MAX_K + 1)
+    assert scales["few"] == ((1.0, 1.0),) * (MAX_K + 1)
     # and a model of one job type keeps its tables as they were: no scales at all
     single, one = _residuals({"only": 0.2}, {"only": 30})
     assert job_scales(single, one, SMALL_MAX) == {}
@@ -85,11 +85,9 @@ def test_a_job_type_of_too_few_contexts_keeps_the_pooled_scale() -> None:
 def test_the_scale_is_shrunk_towards_one_by_the_contexts_it_rests_on() -> None:
     few, job_few = _residuals({"easy": 0.1, "hard": 0.2}, {"easy": 6, "hard": 6})
     many, job_many = _residuals({"easy": 0.1, "hard": 0.2}, {"easy": 60, "hard": 60})
-    assert (
-        1.0
-        < job_scales(few, job_few, SMALL_MAX)["hard"][0]
-        < job_scales(many, job_many, SMALL_MAX)["hard"][0]
-    )
+    for side in (0, 1):
+        shrunk = job_scales(few, job_few, SMALL_MAX)["hard"][0][side]
+        assert 1.0 < shrunk < job_scales(many, job_many, SMALL_MAX)["hard"][0][side]
 
 
 def test_job_scales_round_trip_and_an_older_file_without_them_gives_the_band_it_gave(
@@ -122,11 +120,29 @@ def test_job_scales_round_trip_and_an_older_file_without_them_gives_the_band_it_
         grep_model.metadata,
         replace(
             grep_model.calibration,
-            tables=replace(grep_model.calibration.tables, job_scales={"grep": (2.0,) * (MAX_K + 1)}),
+            tables=replace(grep_model.calibration.tables, job_scales={"grep": ((0.5, 2.0),) * (MAX_K + 1)}),
         ),
     )
     mean, lo, hi = grep_model.predict_band(ctx, ns, 0.9)
     mean2, lo2, hi2 = scaled.predict_band(ctx, ns, 0.9)
     np.testing.assert_array_equal(mean, mean2)
     np.testing.assert_allclose(np.log(hi2 / mean2), 2 * np.log(hi / mean), rtol=1e-9)
-    np.testing.assert_allclose(np.log(lo2 / mean2), 2 * np.log(lo / mean), rtol=1e-9)
+    assert np.all(lo < mean)
+    np.testing.assert_allclose(np.log(lo2 / mean2), 0.5 * np.log(lo / mean), rtol=1e-9)
+
+
+def test_a_job_type_the_model_is_biased_on_gets_the_wider_side_where_it_misses() -> None:
+    """Residuals of one job type shifted above the prediction: its upper side's scale exceeds
+    its lower side's, and its upper bound covers near the level."""
+    per_k, job_of = _residuals({"a": 0.1, "b": 0.1}, {"a": 40, "b": 40})
+    mine = [np.array([job_of[i] == "b" for i in owner]) for _, _, owner, _ in per_k]
+    shifted = [(r + 0.1 * m, at, owner, d) for (r, at, owner, d), m in zip(per_k, mine, strict=True)]
+    scales = job_scales(shifted, job_of, SMALL_MAX)
+    below, above = scales["b"][0]
+    assert above > 1.2 > 1.0 > below
+    calibration = _calibration(shifted, job_of, scales)
+    r, at, _, _ = shifted[1]
+    b = mine[1]
+    _, hi = residual_quantiles(calibration, 1, 0.9, at[b], job_type="b")
+    _, pooled_hi = residual_quantiles(_calibration(shifted, job_of, None), 1, 0.9, at[b])
+    assert np.mean(r[b] <= pooled_hi) < 0.86 <= np.mean(r[b] <= hi)
