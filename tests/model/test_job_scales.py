@@ -146,3 +146,30 @@ def test_a_job_type_the_model_is_biased_on_gets_the_wider_side_where_it_misses()
     _, hi = residual_quantiles(calibration, 1, 0.9, at[b], job_type="b")
     _, pooled_hi = residual_quantiles(_calibration(shifted, job_of, None), 1, 0.9, at[b])
     assert np.mean(r[b] <= pooled_hi) < 0.86 <= np.mean(r[b] <= hi)
+
+
+def test_pretraining_on_two_job_types_scales_the_harder_ones_band(grep_runs: pd.DataFrame) -> None:
+    """End to end: half of grep's contexts renamed to a second job type whose runs are jittered
+    ±30 % per scale-out. The model's tables hold a scale per job type, the jittered one's wider on
+    both sides; the unseen-job calibration (job types held out whole) holds none."""
+    from .conftest import FAST
+
+    rng = np.random.default_rng(3)
+    ids = sorted(grep_runs["context_id"].unique())
+    noisy = grep_runs["context_id"].isin(ids[::2])
+    runs = grep_runs.copy()
+    runs.loc[noisy, "job_type"] = "grep-noisy"
+    runs.loc[noisy, "runtime_s"] *= np.exp(rng.normal(0.0, 0.3, int(noisy.sum())))
+    model = RuntimeModel.pretrain(runs.drop(columns=["context_id"]), seed=0, config=FAST)
+    tables = model.calibration.tables
+    assert tables is not None and set(tables.job_scales) == {"grep", "grep-noisy"}
+    for k in range(1, MAX_K + 1):
+        assert min(tables.job_scale("grep-noisy", k)) > max(tables.job_scale("grep", k))
+    unseen = model.calibration.unseen_job
+    assert unseen is not None and unseen.tables is not None and unseen.tables.job_scales == {}
+    ctx = runs[~noisy].iloc[0].drop(["context_id", "runtime_s", "scale_out"]).to_dict()
+    ns = [4, 8, 12]
+    mean, lo, hi = model.predict_band(ctx, ns, 0.9)
+    mean_n, lo_n, hi_n = model.predict_band({**ctx, "job_type": "grep-noisy"}, ns, 0.9)
+    assert np.all(np.log(hi_n / mean_n) > np.log(hi / mean))
+    assert np.all(np.log(lo_n / mean_n) < np.log(lo / mean))
