@@ -968,7 +968,7 @@ class RuntimeModel:
         sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
         lies outside the training data (its check counts at every scale-out). ``job_type``: the
-        context's, whose scale the tables' bounds are multiplied by (``BandTables.job_scales``)."""
+        context's, whose scales (per side) the tables' offsets are multiplied by (``job_scales``)."""
         lo_q, hi_q = residual_quantiles(
             calibration, k, confidence, ns, environment, observed, job_type=job_type
         )
