@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.calibration import (
@@ -97,6 +98,13 @@ def test_job_scales_round_trip_and_an_older_file_without_them_gives_the_band_it_
     calibration = _calibration(per_k, job_of, job_scales(per_k, job_of, SMALL_MAX))
     assert calibration.tables is not None
     assert BandTables.from_dict(calibration.tables.to_dict(), "t") == calibration.tables
+    broken = calibration.tables.to_dict()
+    broken["job_scales"]["hard"] = [[1.0, 1.0]] * MAX_K  # one k short
+    with pytest.raises(ValueError, match=r"job_scales\.hard"):
+        BandTables.from_dict(broken, "t")
+    broken["job_scales"]["hard"] = [[1.0, 0.0]] * (MAX_K + 1)  # a scale must be > 0
+    with pytest.raises(ValueError, match=r"job_scales\.hard"):
+        BandTables.from_dict(broken, "t")
 
     # grep_model's file, as written before job scales: no "job_scales" key
     data = grep_model.calibration.to_dict()
