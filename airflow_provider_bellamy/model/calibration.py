@@ -46,6 +46,15 @@ NEAR_FACTOR = 1.5
 # An environment (the ``environment`` property: a cluster, a cloud service) gets its own tables
 # once this many of its contexts were predicted out of fold: fewer describe single jobs.
 MIN_ENVIRONMENT_CONTEXTS = 2
+# A model of several job types pools their residuals in one table, though some job types' runtimes
+# are harder to predict than others': each job type's residuals are divided by its own scale
+# relative to the pool before they enter the tables, and its band multiplies them back (Mondrian /
+# normalised split conformal: a hard job type gets a wider band, an easy one a narrower one, the
+# pool's coverage kept). The scale rests on a job type's out-of-fold contexts, whose residuals
+# share their context's error: below MIN_JOB_CONTEXTS of them it stays 1, above it is shrunk
+# towards 1 as if JOB_SCALE_PRIOR_CONTEXTS more contexts had the pool's scale.
+MIN_JOB_CONTEXTS = 5
+JOB_SCALE_PRIOR_CONTEXTS = 5
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
 LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 # The residual correction's settings to choose from (see finetuning.residual_correction):
@@ -153,6 +162,16 @@ class BandTables:
     n: int
     smallest_max_scale_out: float
     validation_mre: tuple[float, ...]
+    # per job type, per k: the scales (below, above the prediction) its negative and positive
+    # residuals were divided by (``job_scales``); empty for a model of one job type (and in model
+    # files written before them: 1)
+    job_scales: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+
+    def job_scale(self, job_type: str | None, k: int) -> tuple[float, float]:
+        """What a band of ``job_type`` after k points multiplies the tables' negative and positive
+        offsets by ((1, 1): a job type the tables hold no scales of)."""
+        scales = self.job_scales.get(job_type) if job_type is not None else None
+        return scales[min(k, MAX_K)] if scales else (1.0, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,6 +180,7 @@ class BandTables:
             "n": self.n,
             "smallest_max_scale_out": self.smallest_max_scale_out,
             "validation_mre": list(self.validation_mre),
+            "job_scales": {job: [list(pair) for pair in s] for job, s in self.job_scales.items()},
         }
 
     @classmethod
@@ -168,6 +188,10 @@ class BandTables:
         environments = _field(data, "environments", where)
         if not isinstance(environments, Mapping):
             raise ValueError(f"{where}.environments is not a mapping of environment to tables")
+        # (optional: a file written before per-job scales has none, and its bands stay as they were)
+        job_scales = data.get("job_scales", {}) if isinstance(data, Mapping) else {}
+        if not isinstance(job_scales, Mapping):
+            raise ValueError(f"{where}.job_scales is not a mapping of job type to scales")
         return cls(
             per_k=tuple(
                 QuantileTables.from_dict(t, f"{where}.per_k[{k}]")
@@ -190,7 +214,26 @@ class BandTables:
                     _per_k(_field(data, "validation_mre", where), f"{where}.validation_mre")
                 )
             ),
+            job_scales={
+                str(job): _side_scales(scales, f"{where}.job_scales.{job}")
+                for job, scales in job_scales.items()
+            },
         )
+
+
+def _side_scales(values: object, where: str) -> tuple[tuple[float, float], ...]:
+    pairs = []
+    for k, pair in enumerate(_per_k(values, where)):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"{where}[{k}] = {pair!r} is not [below, above]")
+        pairs.append((_real(pair[0], f"{where}[{k}]", 1e-6), _real(pair[1], f"{where}[{k}]", 1e-6)))
+    return tuple(pairs)
+
+
+def _by_side(offsets: np.ndarray, scales: tuple[float, float]) -> np.ndarray:
+    """Offsets (log residuals, table bounds) below the prediction times the first scale, above it
+    times the second."""
+    return np.where(offsets < 0, offsets * scales[0], offsets * scales[1])
 
 
 @dataclass(frozen=True)
@@ -426,6 +469,7 @@ def calibrate(
     other_priors: np.ndarray | None = None,
     *,
     noise_sd: float,
+    jobs: Sequence[str | None] | None = None,
 ) -> Calibration:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
@@ -453,6 +497,8 @@ def calibrate(
     fine-tuning (``finetuning.fit_delta_averaged``), as the model will fine-tune it (default: the
     model's default for a context it knows). ``noise_sd``: the run noise of the training data,
     what the band falls back on where no table measured the error (``gaussian_sd``).
+    ``jobs`` [C] (the contexts' job types): with two or more, each job type's residuals are
+    divided by its scale relative to the pool (``job_scales``) before they enter the tables.
 
     No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
@@ -578,10 +624,51 @@ def calibrate(
         prior_scores={f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
         residual_correction_scores={f"{a}/{ln}": e for (a, ln), e in zip(CORRECTIONS, errors, strict=True)},
     )
-    tables = _tables_per_k(
-        [(rows[best], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max, len(ctx_ids)
-    )
+    chosen = [(rows[best], at, owner, d) for rows, at, owner, d in per_k]
+    job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
+    scales = job_scales(chosen, job_of, small_max)
+    tables = _tables_per_k(chosen, env_of, small_max, len(ctx_ids), job_of=job_of, job_scales=scales)
     return Calibration(noise_sd, fine_tuning, tables)
+
+
+def _scores(r: np.ndarray, at: np.ndarray, distance: np.ndarray, small_max: float) -> np.ndarray:
+    """Residuals in the units of their bucket's table: far ones divided by ``far_scale``."""
+    return np.where(at <= small_max, r, r / far_scale(distance))
+
+
+def job_scales(
+    per_k: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    job_of: Sequence[str | None] | None,
+    small_max: float,
+) -> dict[str, tuple[tuple[float, float], ...]]:
+    """Per job type, per k (residuals, their scale-outs, owners, distances), per side of the
+    prediction: the mean of its scores' part on that side (max(−score, 0), max(score, 0)) over the
+    pool's, shrunk towards 1 in log by its out-of-fold contexts n as n / (n +
+    ``JOB_SCALE_PRIOR_CONTEXTS``); 1 below ``MIN_JOB_CONTEXTS``. Per side, because a job type the
+    model is biased on misses on one side only; a mean rather than a root mean square, so that one
+    context's outliers weigh less. Empty with fewer than two job types: the pool is the job type."""
+    if job_of is None or len({j for j in job_of if j is not None}) < 2:
+        return {}
+    names = sorted({j for j in job_of if j is not None})
+    out: dict[str, list[tuple[float, float]]] = {job: [] for job in names}
+    for r, at, owner, distance in per_k:
+        score = _scores(r, at, distance, small_max)
+        sides = (np.maximum(-score, 0.0), np.maximum(score, 0.0))
+        pooled = [float(side.mean()) if len(side) else 0.0 for side in sides]
+        owner_job = np.array([job_of[i] for i in owner], dtype=object)
+        for job in names:
+            mine = owner_job == job
+            n = len(set(owner[mine].tolist()))
+            shrink = n / (n + JOB_SCALE_PRIOR_CONTEXTS)
+            pair = []
+            for side, pool in zip(sides, pooled, strict=True):
+                if n < MIN_JOB_CONTEXTS or pool <= 0:
+                    pair.append(1.0)
+                    continue
+                ratio = max(float(side[mine].mean()) / pool, 1e-6)
+                pair.append(float(np.exp(shrink * np.log(ratio))))
+            out[job].append((pair[0], pair[1]))
+    return {job: tuple(s) for job, s in out.items()}
 
 
 def _tables_per_k(
@@ -590,18 +677,25 @@ def _tables_per_k(
     small_max: float,
     n_contexts: int,
     divisor: np.ndarray | None = None,
+    job_of: Sequence[str | None] | None = None,
+    job_scales: Mapping[str, tuple[tuple[float, float], ...]] | None = None,
 ) -> BandTables:
     """Per k (residuals, their scale-outs, owners, distances): pooled and per-environment
     bucket tables, their counts and the mean relative error; residuals divided by their owner's
-    ``divisor`` where given."""
+    ``divisor`` where given, and by their owner's job type's scale (``job_scales``)."""
     pooled: list[QuantileTables] = []
     by_env: dict[str, list[QuantileTables]] = {}
     mre: list[float] = []
     env_names = sorted(
         e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS
     )
-    for raw, at, owner, distance in per_k:
+    for k, (raw, at, owner, distance) in enumerate(per_k):
         r = raw if divisor is None else raw / divisor[owner]
+        if job_scales and job_of is not None:
+            below, above = np.array(
+                [job_scales.get(job_of[i], ((1.0, 1.0),) * (MAX_K + 1))[k] for i in owner]
+            ).T.reshape(2, -1)
+            r = np.where(r < 0, r / below, r / above)
         small = at <= small_max
         tables, counts = _bucket_tables(r, small, distance)
         pooled.append(QuantileTables.of(tables, counts))
@@ -616,6 +710,7 @@ def _tables_per_k(
         n=n_contexts,
         smallest_max_scale_out=small_max,
         validation_mre=tuple(mre),
+        job_scales=dict(job_scales or {}),
     )
 
 
@@ -732,10 +827,12 @@ def residual_quantiles(
     environment: str | None = None,
     observed: Sequence[int] = (),
     groups: int | None = None,
+    job_type: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points at the
-    ``observed`` scale-outs (a context of ``environment``). ``groups``: the tables hold the
-    residuals of this many groups held out whole (``calibration.groups`` where not given)."""
+    ``observed`` scale-outs (a context of ``environment`` and ``job_type``). ``groups``: the tables
+    hold the residuals of this many groups held out whole (``calibration.groups`` where not
+    given)."""
     groups = groups if groups is not None else calibration.groups
     tables = _tables(calibration, k, environment)
     if calibration.tables is None or not tables.quantiles:
@@ -766,7 +863,8 @@ def residual_quantiles(
         scale = far_scale(distance)
         lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
         hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
-    return lo, hi
+    job = calibration.tables.job_scale(job_type, k)
+    return _by_side(lo, job), _by_side(hi, job)
 
 
 def widened(lo: np.ndarray, hi: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -800,17 +898,21 @@ def max_confidence(calibration: Calibration, k: int, environment: str | None = N
     return n / (n + 1)
 
 
-def table_scale(calibration: Calibration, k: int, environment: str | None = None) -> float:
+def table_scale(
+    calibration: Calibration, k: int, environment: str | None = None, job_type: str | None = None
+) -> float:
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
-    half the distance between its 16th and 84th percentiles; without any table, the sd of the
-    Gaussian band that answers then (``gaussian_sd``)."""
+    half the distance between its 16th and 84th percentiles (times ``job_type``'s scale); without
+    any table, the sd of the Gaussian band that answers then (``gaussian_sd``)."""
     tables = _tables(calibration, k, environment).quantiles
     if not tables:
         return gaussian_sd(calibration)
     table = tables.get("others")
     if not table:
         return 0.0
-    return float(np.interp(0.84, QUANTILE_GRID, table) - np.interp(0.16, QUANTILE_GRID, table)) / 2
+    job = (1.0, 1.0) if calibration.tables is None else calibration.tables.job_scale(job_type, k)
+    low, high = _by_side(np.interp([0.16, 0.84], QUANTILE_GRID, table), job)
+    return float(high - low) / 2
 
 
 def student_t_quantile(q: float, dof: float) -> float:

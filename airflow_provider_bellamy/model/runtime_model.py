@@ -458,7 +458,7 @@ class RuntimeModel:
         noise_sd = noise_sd_of(data)
         environments = _context_property(data.context_keys, keys, contexts, "environment")
         calibration = (
-            _calibrated(h_members, folds, runs_np, noise_sd, rng, deadline(0.95 * share), environments)
+            _calibrated(h_members, folds, runs_np, noise_sd, rng, deadline(0.95 * share), environments, jobs)
             if k_folds > 1
             else Calibration(noise_sd, FineTuning(max(noise_sd, _training_rms(h_members, runs_np, folds))))
         )
@@ -840,6 +840,7 @@ class RuntimeModel:
             return model.band(context, scale_outs, requested)
         ext = signals(self.metadata["domain"], ctx)
         ns = _scale_outs(scale_outs)
+        job = str(ctx["job_type"])
         network, mean = self._log_curves(ctx, ns, ext)
         tuned = self._is_tuned_for(ctx)
         environment = ctx.get("environment")
@@ -853,7 +854,9 @@ class RuntimeModel:
             scale = widening.factor(ext.distance_scale, k) if outside else 1.0
             weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
             bounds.append(
-                self._quantiles(cal, k, honoured, ns, environment, observed, tuned, scale, outside, weighed)
+                self._quantiles(
+                    cal, k, honoured, ns, environment, observed, tuned, scale, outside, weighed, job_type=job
+                )
             )
         # the widest bound of the calibrations that answer
         lo_q = np.minimum.reduce([lo for lo, _ in bounds])
@@ -984,12 +987,17 @@ class RuntimeModel:
         distance_scale: float = 1.0,
         outside: bool = False,
         prior_distance: float | None = None,
+        *,
+        job_type: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
         sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
-        lies outside the training data (its check counts at every scale-out)."""
-        lo_q, hi_q = residual_quantiles(calibration, k, confidence, ns, environment, observed)
+        lies outside the training data (its check counts at every scale-out). ``job_type``: the
+        context's, whose scales (per side) the tables' offsets are multiplied by (``job_scales``)."""
+        lo_q, hi_q = residual_quantiles(
+            calibration, k, confidence, ns, environment, observed, job_type=job_type
+        )
         if outside:
             lo_q, hi_q = widened(lo_q, hi_q, distance_scale)
         if tuned and self.check_count >= MIN_CHECKS:
@@ -1004,7 +1012,7 @@ class RuntimeModel:
             # no residual measured. Its PRIOR_CHECKS / d² pseudo-residuals keep the squared
             # error the tables measured (PRIOR_CHECKS × their scale²), so a far context's own
             # runs decide its band as soon as it has a few (inside: d = 1, unchanged).
-            prior = table_scale(calibration, k - 1, environment) * distance_scale
+            prior = table_scale(calibration, k - 1, environment, job_type) * distance_scale
             if 0 < prior < math.inf:
                 far = distance_scale if prior_distance is None else prior_distance
                 weight = PRIOR_CHECKS / far**2
@@ -1201,9 +1209,11 @@ def _calibrated(
     rng: np.random.Generator,
     deadline: float | None,
     environments: list[str | None],
+    jobs: list[str | None] | None = None,
 ) -> Calibration:
     """``calibrate`` on the members' out-of-fold predictions; the fine-tuning likelihood width is
-    the members' training misfit where calibration has no better choice."""
+    the members' training misfit where calibration has no better choice. ``jobs``: the contexts'
+    job types, for per-job scales of the tables (not where job types are held out whole)."""
     likelihood_sd = max(noise_sd, _training_rms(h_members, data, folds))
     return calibrate(
         h_members,
@@ -1217,6 +1227,7 @@ def _calibrated(
         deadline,
         environments,
         noise_sd=noise_sd,
+        jobs=jobs,
     )
 
 
