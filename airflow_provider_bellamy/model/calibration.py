@@ -47,12 +47,13 @@ NEAR_FACTOR = 1.5
 # once this many of its contexts were predicted out of fold: fewer describe single jobs.
 MIN_ENVIRONMENT_CONTEXTS = 2
 # A model of several job types pools their residuals in one table, though some job types' runtimes
-# are harder to predict than others': each job type's residuals are divided by its own scale
-# relative to the pool before they enter the tables, and its band multiplies them back (Mondrian /
-# normalised split conformal: a hard job type gets a wider band, an easy one a narrower one, the
-# pool's coverage kept). The scale rests on a job type's out-of-fold contexts, whose residuals
-# share their context's error: below MIN_JOB_CONTEXTS of them it stays 1, above it is shrunk
-# towards 1 as if JOB_SCALE_PRIOR_CONTEXTS more contexts had the pool's scale.
+# are harder to predict than others': a job type whose out-of-fold residuals on a side of the
+# prediction are larger than the pool's gets that side of its band widened by the ratio (Mondrian
+# conformal, one way: a scale never narrows the pooled band — pagerank's tail is heavier than its
+# mean says, and narrowed it fell under its level, docs/model.md). The scale rests on a job type's
+# out-of-fold contexts, whose residuals share their context's error: below MIN_JOB_CONTEXTS of them
+# it stays 1, above it is shrunk towards 1 as if JOB_SCALE_PRIOR_CONTEXTS more contexts had the
+# pool's scale.
 MIN_JOB_CONTEXTS = 5
 JOB_SCALE_PRIOR_CONTEXTS = 5
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
@@ -162,9 +163,9 @@ class BandTables:
     n: int
     smallest_max_scale_out: float
     validation_mre: tuple[float, ...]
-    # per job type, per k: the scales (below, above the prediction) its negative and positive
-    # residuals were divided by (``job_scales``); empty for a model of one job type (and in model
-    # files written before them: 1)
+    # per job type, per k: the scales (below, above the prediction, each ≥ 1) its band multiplies
+    # the pooled tables' negative and positive offsets by (``job_scales``); empty for a model of one
+    # job type (and in model files written before them: 1)
     job_scales: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
     def job_scale(self, job_type: str | None, k: int) -> tuple[float, float]:
@@ -626,8 +627,9 @@ def calibrate(
     )
     chosen = [(rows[best], at, owner, d) for rows, at, owner, d in per_k]
     job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
-    scales = job_scales(chosen, job_of, small_max)
-    tables = _tables_per_k(chosen, env_of, small_max, len(ctx_ids), job_of=job_of, job_scales=scales)
+    tables = _tables_per_k(
+        chosen, env_of, small_max, len(ctx_ids), job_scales=job_scales(chosen, job_of, small_max)
+    )
     return Calibration(noise_sd, fine_tuning, tables)
 
 
@@ -644,9 +646,10 @@ def job_scales(
     """Per job type, per k (residuals, their scale-outs, owners, distances), per side of the
     prediction: the mean of its scores' part on that side (max(−score, 0), max(score, 0)) over the
     pool's, shrunk towards 1 in log by its out-of-fold contexts n as n / (n +
-    ``JOB_SCALE_PRIOR_CONTEXTS``); 1 below ``MIN_JOB_CONTEXTS``. Per side, because a job type the
-    model is biased on misses on one side only; a mean rather than a root mean square, so that one
-    context's outliers weigh less. Empty with fewer than two job types: the pool is the job type."""
+    ``JOB_SCALE_PRIOR_CONTEXTS``), and never below 1; 1 below ``MIN_JOB_CONTEXTS``. Per side,
+    because a job type the model is biased on misses on one side only; a mean rather than a root
+    mean square, so that one context's outliers weigh less. Empty with fewer than two job types:
+    the pool is the job type."""
     if job_of is None or len({j for j in job_of if j is not None}) < 2:
         return {}
     names = sorted({j for j in job_of if j is not None})
@@ -665,7 +668,7 @@ def job_scales(
                 if n < MIN_JOB_CONTEXTS or pool <= 0:
                     pair.append(1.0)
                     continue
-                ratio = max(float(side[mine].mean()) / pool, 1e-6)
+                ratio = max(float(side[mine].mean()) / pool, 1.0)
                 pair.append(float(np.exp(shrink * np.log(ratio))))
             out[job].append((pair[0], pair[1]))
     return {job: tuple(s) for job, s in out.items()}
@@ -677,25 +680,19 @@ def _tables_per_k(
     small_max: float,
     n_contexts: int,
     divisor: np.ndarray | None = None,
-    job_of: Sequence[str | None] | None = None,
     job_scales: Mapping[str, tuple[tuple[float, float], ...]] | None = None,
 ) -> BandTables:
     """Per k (residuals, their scale-outs, owners, distances): pooled and per-environment
     bucket tables, their counts and the mean relative error; residuals divided by their owner's
-    ``divisor`` where given, and by their owner's job type's scale (``job_scales``)."""
+    ``divisor`` where given. ``job_scales``: kept with the tables for the band (``job_scale``)."""
     pooled: list[QuantileTables] = []
     by_env: dict[str, list[QuantileTables]] = {}
     mre: list[float] = []
     env_names = sorted(
         e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS
     )
-    for k, (raw, at, owner, distance) in enumerate(per_k):
+    for raw, at, owner, distance in per_k:
         r = raw if divisor is None else raw / divisor[owner]
-        if job_scales and job_of is not None:
-            below, above = np.array(
-                [job_scales.get(job_of[i], ((1.0, 1.0),) * (MAX_K + 1))[k] for i in owner]
-            ).T.reshape(2, -1)
-            r = np.where(r < 0, r / below, r / above)
         small = at <= small_max
         tables, counts = _bucket_tables(r, small, distance)
         pooled.append(QuantileTables.of(tables, counts))

@@ -40,9 +40,7 @@ def _residuals(
 
 
 def _calibration(per_k, job_of, scales) -> Calibration:  # type: ignore[no-untyped-def]
-    tables = _tables_per_k(
-        per_k, [None] * len(job_of), SMALL_MAX, len(job_of), job_of=job_of, job_scales=scales
-    )
+    tables = _tables_per_k(per_k, [None] * len(job_of), SMALL_MAX, len(job_of), job_scales=scales)
     return Calibration(0.05, FineTuning(0.1), tables)
 
 
@@ -57,17 +55,18 @@ def _upper_coverage(calibration: Calibration, job: str, seed: int) -> float:
 
 def test_a_job_type_twice_as_hard_gets_a_band_near_its_level() -> None:
     """One job type's residuals twice as wide as another's: the pooled table under-covers it (and
-    over-covers the easy one); divided by its scale and multiplied back, both come near 90 %."""
+    over-covers the easy one); widened by its scale, it comes near 90 %. The easy one keeps the
+    pooled band: a scale never narrows it (a job type's tail can be heavier than its mean says)."""
     per_k, job_of = _residuals({"easy": 0.1, "hard": 0.2}, {"easy": 40, "hard": 40})
     pooled = _calibration(per_k, job_of, None)
     scales = job_scales(per_k, job_of, SMALL_MAX)
     assert set(scales) == {"easy", "hard"} and all(len(s) == MAX_K + 1 for s in scales.values())
-    assert min(scales["hard"][0]) > 1.2 and max(scales["easy"][0]) < 0.85
+    assert min(scales["hard"][0]) > 1.2 and scales["easy"][0] == (1.0, 1.0)
     mondrian = _calibration(per_k, job_of, scales)
     before = {job: _upper_coverage(pooled, job, seed=1) for job in ("easy", "hard")}
     after = {job: _upper_coverage(mondrian, job, seed=1) for job in ("easy", "hard")}
     assert before["hard"] < 0.86 and before["easy"] > 0.95
-    assert 0.87 <= after["hard"] <= 0.94 and 0.87 <= after["easy"] <= 0.95
+    assert 0.87 <= after["hard"] <= 0.97 and after["easy"] == before["easy"]
     # a job type the tables hold no scale of (never seen) reads the tables as they are: 1
     assert mondrian.tables is not None and mondrian.tables.job_scale("never-seen", 0) == (1.0, 1.0)
 
@@ -147,7 +146,7 @@ def test_a_job_type_the_model_is_biased_on_gets_the_wider_side_where_it_misses()
     shifted = [(r + 0.1 * m, at, owner, d) for (r, at, owner, d), m in zip(per_k, mine, strict=True)]
     scales = job_scales(shifted, job_of, SMALL_MAX)
     below, above = scales["b"][0]
-    assert above > 1.2 > 1.0 > below
+    assert above > 1.2 and below == 1.0
     calibration = _calibration(shifted, job_of, scales)
     r, at, _, _ = shifted[1]
     b = mine[1]
