@@ -18,6 +18,7 @@ from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     EXTRAPOLATION_KINDS,
     MAX_K,
+    SIGNAL_KINDS,
     Calibration,
     ExtrapolationTables,
     FineTuning,
@@ -33,6 +34,7 @@ from airflow_provider_bellamy.model.extrapolation import (
     guessed_shape,
     held_out_folds,
     never_varied,
+    signal_kinds,
     signals,
     training_domain,
 )
@@ -910,6 +912,9 @@ class RuntimeModel:
             for kind in EXTRAPOLATION_KINDS
             if tables.get(kind) and tables[kind].n >= MIN_HELD_OUT_CONTEXTS
         }
+        enough_signals = {
+            kind for kind in SIGNAL_KINDS if tables.get(kind) and tables[kind].n >= MIN_HELD_OUT_CONTEXTS
+        }
         # (a kind of extrapolation training had no variation in: the other kind's tables)
         kinds = sorted(ext.kinds & enough) or sorted(enough)
         if kinds:
@@ -932,6 +937,31 @@ class RuntimeModel:
                 # (its Gaussian, not multiplied by the distance: the tables account for that)
                 sources.append((own.answering(None), DistanceWidening(scaled=False)))
                 described += f"; uncalibrated for a new {', '.join(unmeasured)} (one value in training)"
+            # A context that lacks a property or whose job ran only elsewhere: the tables of the
+            # held-out contexts that showed the same signal to their member, beside the groups'.
+            # Where too few did, the groups' tables measured other kinds of distance only: the
+            # uncalibrated Gaussian too, as where nothing could be held out (widened by the
+            # distance before the first run, then the prior of the context's own check).
+            measured, guessed = [], []
+            for kind in sorted(signal_kinds(ext)):
+                if kind in enough_signals:
+                    sources.append(
+                        (
+                            own.answering(tables[kind]),
+                            DistanceWidening(
+                                scaled="numeric" not in kinds,
+                                reference=extrapolation.held_out_distance[kind],
+                            ),
+                        )
+                    )
+                    measured.append(kind)
+                else:
+                    guessed.append(_SIGNAL_WORDS[kind](ext))
+            if measured:
+                described += f"; held-out contexts showing the same signal ({', '.join(measured)})"
+            if guessed:
+                sources.append((own.answering(None), DistanceWidening(untuned_only=True)))
+                described += f"; uncalibrated for {' and '.join(guessed)} (no held-out context showed it)"
             return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
@@ -1278,6 +1308,8 @@ def _extrapolation_calibration(
     everyone = np.arange(len(contexts))
     scales = []
     held_distances: list[list[float]] = []
+    # which held-out contexts showed each signal kind (SIGNAL_KINDS) to their member
+    showed: dict[str, list[np.ndarray]] = {kind: [] for kind in SIGNAL_KINDS}
     # Each held-out context as the model will read and fine-tune a context from elsewhere: a value
     # its member never saw read as unknown (FeatureSchema.encode), and fine-tuned with the prior of
     # a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the member
@@ -1288,8 +1320,11 @@ def _extrapolation_calibration(
     other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
-        distances = _fold_distances(contexts, fold)
+        exts = _fold_signals(contexts, fold)
+        distances = [e.distance_scale for e in exts]
         held_distances.append(distances)
+        for kind in SIGNAL_KINDS:
+            showed[kind].append(fold[[kind in signal_kinds(e) for e in exts]] if len(fold) else fold)
         # (a sign the member never saw has no distance: its residual enters unscaled)
         scales.append(np.array([d if math.isfinite(d) else 1.0 for d in distances]))
         if not schema.unknown_as_absent:
@@ -1304,8 +1339,16 @@ def _extrapolation_calibration(
     h_members = inference.log_weights(params, vectors, mask)
     settings = calibration.fine_tuning
     tables = {}
-    for kind in EXTRAPOLATION_KINDS:
-        mine = [fold if k == kind else fold[:0] for k, fold in held_out]
+    # A group held out whole measures every signal its contexts showed to their member: the kinds
+    # of groups (a value, a range's end) and, besides, the held-out contexts that lacked a property
+    # their member's job always had or whose job their member knew only from other environments
+    # (a yarn cluster's jobs held out, known from EMR), each kind its own tables (after the groups'
+    # kinds: their tables and draws are as before).
+    for kind in (*EXTRAPOLATION_KINDS, *SIGNAL_KINDS):
+        if kind in SIGNAL_KINDS:
+            mine = showed[kind]
+        else:
+            mine = [fold if k == kind else fold[:0] for k, fold in held_out]
         if not any(len(f) for f in mine):
             continue
         measured = calibrate(
@@ -1328,6 +1371,7 @@ def _extrapolation_calibration(
         ).tables
         if measured is not None:
             tables[kind] = measured
+    showed_all = {kind: {int(i) for f in showed[kind] for i in f} for kind in SIGNAL_KINDS}
     return ExtrapolationTables(
         held_out=tuple((kind, len(fold)) for kind, fold in held_out),
         tables=tables,
@@ -1335,7 +1379,12 @@ def _extrapolation_calibration(
         # unscaled residuals already hold that distance (DistanceWidening)
         held_out_distance={
             kind: _typical_distance(
-                [d for f, (held, _) in zip(held_distances, held_out, strict=True) if held == kind for d in f]
+                [
+                    d
+                    for f, fold, (held, _) in zip(held_distances, folds, held_out, strict=True)
+                    for i, d in zip(fold, f, strict=True)
+                    if held == kind or (kind in SIGNAL_KINDS and i in showed_all[kind])
+                ]
             )
             for kind in tables
         },
@@ -1358,6 +1407,13 @@ def nearest_share(ext: Extrapolation) -> float:
     value do not count: the network reads them as that value, the curves ignore them."""
     widths = max((o.widths for o in ext.out_of_range if o.span > 0), default=0.0)
     return NEAREST_WEIGHT * min(1.0, 1.0 / widths) if widths > 0 else NEAREST_WEIGHT
+
+
+# What the band's reason calls a signal no held-out context showed (_band_sources).
+_SIGNAL_WORDS = {
+    "missing": lambda ext: f"a context lacking {', '.join(ext.missing)}",
+    "environment": lambda ext: f"a job known only from {', '.join(ext.environments)}",
+}
 
 
 @dataclass(frozen=True)
@@ -1403,9 +1459,15 @@ class DistanceWidening:
 def _fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
     """Each of ``fold``'s contexts' ``Extrapolation.distance_scale`` beyond the training data of
     the member that held it out (every other context)."""
+    return [e.distance_scale for e in _fold_signals(contexts, fold)]
+
+
+def _fold_signals(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[Extrapolation]:
+    """What each of ``fold``'s contexts asks the member that held it out (trained on every other
+    context) to extrapolate in."""
     rest = [contexts[i] for i in np.setdiff1d(np.arange(len(contexts)), fold)]
     domain = training_domain(rest)
-    return [signals(domain, contexts[i]).distance_scale for i in fold]
+    return [signals(domain, contexts[i]) for i in fold]
 
 
 def _typical_distance(distances: Sequence[float]) -> float:
