@@ -268,6 +268,7 @@ class RuntimeModel:
         self.calibration = calibration
         self.tuned = tuned
         self._h_cache: dict[str, np.ndarray] = {}
+        self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._unseen_view: RuntimeModel | None = None
 
     # ------------------------------------------------------------------ properties
@@ -344,6 +345,7 @@ class RuntimeModel:
             self.params, self.architecture, self.schema, self.metadata, self.calibration, tuned
         )
         copy._h_cache = self._h_cache  # the same network: the same head output per context
+        copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
         return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
@@ -867,6 +869,26 @@ class RuntimeModel:
         high = np.where(spanned, np.maximum(mean, network), mean)
         with np.errstate(over="ignore", invalid="ignore"):
             lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+        described = calibrated_for
+        if outside and not tuned and ext.missing:
+            # A property the context lacks is read as unknown. Before its first run the band
+            # widens by how far the model's curve lies from its job's training contexts once the
+            # same properties are taken from them (Bell's pagerank, recorded without pages,
+            # links and convergence_criterion: C3O's pagerank runs lay up to 1.7 in log above the
+            # curve without them); added in quadrature (another source of error than the tables'
+            # distance) and on both sides (only its size carries over: with the sign of a context's
+            # shift unknown, each side holds q of the contexts where |error| has its 2q - 1
+            # quantile). Its runs then set the level.
+            errors = self._missing_errors(str(ctx["job_type"]), ext.missing)
+            if len(errors):
+                s = float(np.quantile(errors, max(2 * honoured - 1, 0.0)))
+                hi_q = np.sqrt(np.maximum(hi_q, 0.0) ** 2 + s**2)
+                lo_q = -np.sqrt(np.minimum(lo_q, 0.0) ** 2 + s**2)
+                lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+                described += (
+                    f"; before its first run widened by the job's training contexts without "
+                    f"{', '.join(ext.missing)} ({len(errors)} runtimes, ×{math.exp(s):.3g})"
+                )
         if outside and tuned and ext.guessing and len(set(observed)) == 1:
             # one scale-out run: the level is the context's, the shape still a guess
             ran_at = observed[0]
@@ -890,8 +912,32 @@ class RuntimeModel:
             honoured,
             requested,
             ext,
-            calibrated_for,
+            described,
         )
+
+    def _missing_errors(self, job_type: str, missing: tuple[str, ...]) -> np.ndarray:
+        """|log residual| of the job's training contexts' mean runtimes (``metadata["curves"]``)
+        against this model's untuned prediction for them without the ``missing`` properties."""
+        key = (job_type, missing)
+        if key not in self._missing_cache:
+            curves = self.metadata.get("curves") or {}
+            grid = [int(n) for n in curves.get("scale_outs", [])]
+            errors: list[float] = []
+            for entry in curves.get("contexts", []):
+                ctx = entry["context"]
+                if ctx.get("job_type") != job_type or not all(p in ctx for p in missing):
+                    continue
+                observed = [(n, v) for n, v in zip(grid, entry["log_runtime"], strict=True) if v is not None]
+                if not observed:
+                    continue
+                without = self._normalise({k: v for k, v in ctx.items() if k not in missing})
+                ns = [n for n, _ in observed]
+                _, mean = self._log_curves(
+                    without, _scale_outs(ns), signals(self.metadata["domain"], without)
+                )
+                errors.extend(abs(v - m) for (_, v), m in zip(observed, mean, strict=True))
+            self._missing_cache[key] = np.array(errors)
+        return self._missing_cache[key]
 
     def _band_sources(
         self, ext: Extrapolation
