@@ -833,11 +833,11 @@ def test_held_out_contexts_that_lacked_a_property_or_ran_elsewhere_calibrate_tha
     # the tables travel with the model file
     again = RuntimeModel.from_bytes(model.to_bytes())
     assert set(again.calibration.extrapolation.tables) == set(extrapolation.tables)
-    # an m4 context from the yarn cluster recorded without lines (m4 never ran there)
-    ctx = {**runs[~yarn].iloc[0].to_dict(), "environment": "yarn"}
-    ctx.pop("lines")
+    # an m4 context from a third cluster recorded without line_length (every context had it)
+    ctx = {**runs[~yarn].iloc[0].to_dict(), "environment": "k8s"}
+    ctx.pop("line_length")
     ext = model.extrapolation(ctx)
-    assert ext.missing == ("lines",) and ext.environments == ("aws-emr",)
+    assert ext.missing == ("line_length",) and ext.environments == ("aws-emr", "yarn")
     band = model.band(ctx, [2, 4, 8], 0.9)
     assert "held-out contexts showing the same signal (environment, missing)" in band.calibrated_for
     assert "uncalibrated" not in band.calibrated_for
@@ -852,7 +852,7 @@ def test_held_out_contexts_that_lacked_a_property_or_ran_elsewhere_calibrate_tha
             0,
             0.9,
             np.array([2.0, 4.0, 8.0]),
-            "yarn",
+            "k8s",
             (),
             False,
             widening.factor(ext.distance_scale, 0),
