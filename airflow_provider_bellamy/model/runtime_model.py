@@ -1007,7 +1007,9 @@ class RuntimeModel:
                 described += f"; held-out contexts showing the same signal ({', '.join(measured)})"
             if guessed:
                 sources.append((own.answering(None), DistanceWidening(untuned_only=True)))
-                described += f"; uncalibrated for {' and '.join(guessed)} (no held-out context showed it)"
+                described += (
+                    f"; uncalibrated for {' and '.join(guessed)} (too few held-out contexts showed it)"
+                )
             return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
