@@ -68,6 +68,10 @@ _CALIBRATION_DRAWS = 4
 BUCKETS = ("smallest", "others", "near", "far")
 # The kinds of extrapolation the out-of-distribution pass measures (extrapolation.held_out_folds).
 EXTRAPOLATION_KINDS = ("categorical", "numeric")
+# Signals measured besides the groups' kinds: held-out contexts that lacked a property their
+# member's job always had, or whose job their member knew only from other environments
+# (extrapolation.signal_kinds; their tables in ExtrapolationTables.tables too).
+SIGNAL_KINDS = ("missing", "environment")
 
 
 # ---------------------------------------------------------------------- the typed calibration
@@ -400,9 +404,10 @@ class ExtrapolationTables:
             isinstance(h, list) and len(h) == 2 and h[0] in EXTRAPOLATION_KINDS for h in held_out
         ):
             raise ValueError(f"{where}.held_out = {held_out!r} is not a list of [kind, contexts]")
-        if not isinstance(tables, Mapping) or not set(tables) <= set(EXTRAPOLATION_KINDS):
+        if not isinstance(tables, Mapping) or not set(tables) <= {*EXTRAPOLATION_KINDS, *SIGNAL_KINDS}:
             raise ValueError(
-                f"{where}.tables is not a mapping of {' or '.join(EXTRAPOLATION_KINDS)} to tables"
+                f"{where}.tables is not a mapping of "
+                f"{' or '.join((*EXTRAPOLATION_KINDS, *SIGNAL_KINDS))} to tables"
             )
         distances = _field(data, "held_out_distance", where)
         if not isinstance(distances, Mapping) or set(distances) != set(tables):

@@ -240,6 +240,18 @@ def guessed_shape(scale_outs: np.ndarray, ran_at: float, level_s: float) -> tupl
     return level_s / ratio, level_s * ratio
 
 
+def signal_kinds(ext: Extrapolation) -> frozenset[str]:
+    """The signals besides a value never seen or a number out of range that a context shows
+    (calibration.SIGNAL_KINDS): "missing" (it lacks a property every trained context of its job
+    had), "environment" (its job ran only in other environments)."""
+    out = set()
+    if ext.missing:
+        out.add("missing")
+    if ext.environments:
+        out.add("environment")
+    return frozenset(out)
+
+
 def never_varied(domain: Mapping[str, Any] | None, ext: Extrapolation) -> tuple[str, ...]:
     """Of the properties whose value ``ext`` says the model never saw, those with a single value
     in all the training data (C3O's ``environment``): the out-of-distribution pass held out no

@@ -18,6 +18,7 @@ from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     EXTRAPOLATION_KINDS,
     MAX_K,
+    SIGNAL_KINDS,
     Calibration,
     ExtrapolationTables,
     FineTuning,
@@ -33,6 +34,7 @@ from airflow_provider_bellamy.model.extrapolation import (
     guessed_shape,
     held_out_folds,
     never_varied,
+    signal_kinds,
     signals,
     training_domain,
 )
@@ -266,6 +268,7 @@ class RuntimeModel:
         self.calibration = calibration
         self.tuned = tuned
         self._h_cache: dict[str, np.ndarray] = {}
+        self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._unseen_view: RuntimeModel | None = None
 
     # ------------------------------------------------------------------ properties
@@ -342,6 +345,7 @@ class RuntimeModel:
             self.params, self.architecture, self.schema, self.metadata, self.calibration, tuned
         )
         copy._h_cache = self._h_cache  # the same network: the same head output per context
+        copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
         return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
@@ -883,6 +887,26 @@ class RuntimeModel:
             lo_q, hi_q = lo_q - below_runs, hi_q + above_runs
         with np.errstate(over="ignore", invalid="ignore"):
             lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+        described = calibrated_for
+        if outside and not tuned and ext.missing:
+            # A property the context lacks is read as unknown. Before its first run the band
+            # widens by how far the model's curve lies from its job's training contexts once the
+            # same properties are taken from them (Bell's pagerank, recorded without pages,
+            # links and convergence_criterion: C3O's pagerank runs lay up to 1.7 in log above the
+            # curve without them); added in quadrature (another source of error than the tables'
+            # distance) and on both sides (only its size carries over: with the sign of a context's
+            # shift unknown, each side holds q of the contexts where |error| has its 2q - 1
+            # quantile). Its runs then set the level.
+            errors = self._missing_errors(str(ctx["job_type"]), ext.missing)
+            if len(errors):
+                s = float(np.quantile(errors, max(2 * honoured - 1, 0.0)))
+                hi_q = np.sqrt(np.maximum(hi_q, 0.0) ** 2 + s**2)
+                lo_q = -np.sqrt(np.minimum(lo_q, 0.0) ** 2 + s**2)
+                lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+                described += (
+                    f"; before its first run widened by the job's training contexts without "
+                    f"{', '.join(ext.missing)} ({len(errors)} runtimes, ×{math.exp(s):.3g})"
+                )
         if outside and tuned and ext.guessing and len(set(observed)) == 1:
             # one scale-out run: the level is the context's, the shape still a guess
             ran_at = observed[0]
@@ -906,7 +930,7 @@ class RuntimeModel:
             honoured,
             requested,
             ext,
-            calibrated_for,
+            described,
         )
 
     def _own_miss(self, ctx: dict[str, str | float]) -> tuple[float, float]:
@@ -919,6 +943,30 @@ class RuntimeModel:
         uncorrected = self._log_curves(ctx, ran, corrected=False)[1]
         miss = np.array([r for _, r in self.run_residuals]) + uncorrected - self._log_curves(ctx, ran)[1]
         return max(0.0, -float(miss.min())), max(0.0, float(miss.max()))
+
+    def _missing_errors(self, job_type: str, missing: tuple[str, ...]) -> np.ndarray:
+        """|log residual| of the job's training contexts' mean runtimes (``metadata["curves"]``)
+        against this model's untuned prediction for them without the ``missing`` properties."""
+        key = (job_type, missing)
+        if key not in self._missing_cache:
+            curves = self.metadata.get("curves") or {}
+            grid = [int(n) for n in curves.get("scale_outs", [])]
+            errors: list[float] = []
+            for entry in curves.get("contexts", []):
+                ctx = entry["context"]
+                if ctx.get("job_type") != job_type or not all(p in ctx for p in missing):
+                    continue
+                observed = [(n, v) for n, v in zip(grid, entry["log_runtime"], strict=True) if v is not None]
+                if not observed:
+                    continue
+                without = self._normalise({k: v for k, v in ctx.items() if k not in missing})
+                ns = [n for n, _ in observed]
+                _, mean = self._log_curves(
+                    without, _scale_outs(ns), signals(self.metadata["domain"], without)
+                )
+                errors.extend(abs(v - m) for (_, v), m in zip(observed, mean, strict=True))
+            self._missing_cache[key] = np.array(errors)
+        return self._missing_cache[key]
 
     def _band_sources(
         self, ext: Extrapolation
@@ -938,6 +986,9 @@ class RuntimeModel:
             kind
             for kind in EXTRAPOLATION_KINDS
             if tables.get(kind) and tables[kind].n >= MIN_HELD_OUT_CONTEXTS
+        }
+        enough_signals = {
+            kind for kind in SIGNAL_KINDS if tables.get(kind) and tables[kind].n >= MIN_HELD_OUT_CONTEXTS
         }
         # (a kind of extrapolation training had no variation in: the other kind's tables)
         kinds = sorted(ext.kinds & enough) or sorted(enough)
@@ -961,6 +1012,33 @@ class RuntimeModel:
                 # (its Gaussian, not multiplied by the distance: the tables account for that)
                 sources.append((own.answering(None), DistanceWidening(scaled=False)))
                 described += f"; uncalibrated for a new {', '.join(unmeasured)} (one value in training)"
+            # A context that lacks a property or whose job ran only elsewhere: the tables of the
+            # held-out contexts that showed the same signal to their member, beside the groups'.
+            # Where too few did, the groups' tables measured other kinds of distance only: the
+            # uncalibrated Gaussian too, as where nothing could be held out (widened by the
+            # distance before the first run, then the prior of the context's own check).
+            measured, guessed = [], []
+            for kind in sorted(signal_kinds(ext)):
+                if kind in enough_signals:
+                    sources.append(
+                        (
+                            own.answering(tables[kind]),
+                            DistanceWidening(
+                                scaled="numeric" not in kinds,
+                                reference=extrapolation.held_out_distance[kind],
+                            ),
+                        )
+                    )
+                    measured.append(kind)
+                else:
+                    guessed.append(_SIGNAL_WORDS[kind](ext))
+            if measured:
+                described += f"; held-out contexts showing the same signal ({', '.join(measured)})"
+            if guessed:
+                sources.append((own.answering(None), DistanceWidening(untuned_only=True)))
+                described += (
+                    f"; uncalibrated for {' and '.join(guessed)} (too few held-out contexts showed it)"
+                )
             return sources, described, True
         # Nothing to measure it on: the uncalibrated band (the Gaussian of a model without
         # out-of-fold data), never narrower than the training contexts' tables.
@@ -1315,6 +1393,8 @@ def _extrapolation_calibration(
     everyone = np.arange(len(contexts))
     scales = []
     held_distances: list[list[float]] = []
+    # which held-out contexts showed each signal kind (SIGNAL_KINDS) to their member
+    showed: dict[str, list[np.ndarray]] = {kind: [] for kind in SIGNAL_KINDS}
     # Each held-out context as the model will read and fine-tune a context from elsewhere: a value
     # its member never saw read as unknown (FeatureSchema.encode), and fine-tuned with the prior of
     # a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the member
@@ -1325,8 +1405,11 @@ def _extrapolation_calibration(
     other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
-        distances = _fold_distances(contexts, fold)
+        exts = _fold_signals(contexts, fold)
+        distances = [e.distance_scale for e in exts]
         held_distances.append(distances)
+        for kind in SIGNAL_KINDS:
+            showed[kind].append(fold[[kind in signal_kinds(e) for e in exts]] if len(fold) else fold)
         # (a sign the member never saw has no distance: its residual enters unscaled)
         scales.append(np.array([d if math.isfinite(d) else 1.0 for d in distances]))
         if not schema.unknown_as_absent:
@@ -1341,8 +1424,16 @@ def _extrapolation_calibration(
     h_members = inference.log_weights(params, vectors, mask)
     settings = calibration.fine_tuning
     tables = {}
-    for kind in EXTRAPOLATION_KINDS:
-        mine = [fold if k == kind else fold[:0] for k, fold in held_out]
+    # A group held out whole measures every signal its contexts showed to their member: the kinds
+    # of groups (a value, a range's end) and, besides, the held-out contexts that lacked a property
+    # their member's job always had or whose job their member knew only from other environments
+    # (a yarn cluster's jobs held out, known from EMR), each kind its own tables (after the groups'
+    # kinds: their tables and draws are as before).
+    for kind in (*EXTRAPOLATION_KINDS, *SIGNAL_KINDS):
+        if kind in SIGNAL_KINDS:
+            mine = showed[kind]
+        else:
+            mine = [fold if k == kind else fold[:0] for k, fold in held_out]
         if not any(len(f) for f in mine):
             continue
         measured = calibrate(
@@ -1365,6 +1456,7 @@ def _extrapolation_calibration(
         ).tables
         if measured is not None:
             tables[kind] = measured
+    showed_all = {kind: {int(i) for f in showed[kind] for i in f} for kind in SIGNAL_KINDS}
     return ExtrapolationTables(
         held_out=tuple((kind, len(fold)) for kind, fold in held_out),
         tables=tables,
@@ -1372,7 +1464,12 @@ def _extrapolation_calibration(
         # unscaled residuals already hold that distance (DistanceWidening)
         held_out_distance={
             kind: _typical_distance(
-                [d for f, (held, _) in zip(held_distances, held_out, strict=True) if held == kind for d in f]
+                [
+                    d
+                    for f, fold, (held, _) in zip(held_distances, folds, held_out, strict=True)
+                    for i, d in zip(fold, f, strict=True)
+                    if held == kind or (kind in SIGNAL_KINDS and i in showed_all[kind])
+                ]
             )
             for kind in tables
         },
@@ -1395,6 +1492,13 @@ def nearest_share(ext: Extrapolation) -> float:
     value do not count: the network reads them as that value, the curves ignore them."""
     widths = max((o.widths for o in ext.out_of_range if o.span > 0), default=0.0)
     return NEAREST_WEIGHT * min(1.0, 1.0 / widths) if widths > 0 else NEAREST_WEIGHT
+
+
+# What the band's reason calls a signal no held-out context showed (_band_sources).
+_SIGNAL_WORDS = {
+    "missing": lambda ext: f"a context lacking {', '.join(ext.missing)}",
+    "environment": lambda ext: f"a job known only from {', '.join(ext.environments)}",
+}
 
 
 @dataclass(frozen=True)
@@ -1440,9 +1544,15 @@ class DistanceWidening:
 def _fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
     """Each of ``fold``'s contexts' ``Extrapolation.distance_scale`` beyond the training data of
     the member that held it out (every other context)."""
+    return [e.distance_scale for e in _fold_signals(contexts, fold)]
+
+
+def _fold_signals(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[Extrapolation]:
+    """What each of ``fold``'s contexts asks the member that held it out (trained on every other
+    context) to extrapolate in."""
     rest = [contexts[i] for i in np.setdiff1d(np.arange(len(contexts)), fold)]
     domain = training_domain(rest)
-    return [signals(domain, contexts[i]).distance_scale for i in fold]
+    return [signals(domain, contexts[i]) for i in fold]
 
 
 def _typical_distance(distances: Sequence[float]) -> float:

@@ -791,11 +791,11 @@ def test_before_its_own_checks_a_context_from_elsewhere_keeps_its_runs_miss_in_i
     sort: SortCase, factor: float
 ) -> None:
     """A context outside the training data by its input size only (as leave-size-out's largest
-    sorts) is fine-tuned with the prior of a context from inside: one run 20-30 % off the prediction
-    leaves most of that miss at that very run (the learned prior reads it as noise; a run several
-    times off switches to the other-environment component and is met). Until the context has checks of its own, that miss is evidence
-    of its error the tables never measured: the band holds its run and adds the miss on its side
-    at every scale-out."""
+    sorts) is fine-tuned with the prior of a context from inside: one run 20-30 % off the
+    prediction leaves most of that miss at that very run (the learned prior reads it as noise; a
+    run several times off switches to the other-environment component and is met). Until the
+    context has checks of its own, that miss is evidence of its error the tables never measured:
+    the band holds its run and adds the miss on its side at every scale-out."""
     train = sort.train
     largest = train[train["data_size_mb"] == train["data_size_mb"].max()]
     ctx = {
@@ -815,3 +815,106 @@ def test_before_its_own_checks_a_context_from_elsewhere_keeps_its_runs_miss_in_i
     assert band.lower[ns.index(ran_at)] <= factor * predicted <= band.upper[ns.index(ran_at)]
     offsets = np.log(band.upper / band.mean) if miss > 0 else np.log(band.mean / band.lower)
     assert np.all(offsets >= abs(miss))
+
+
+def test_a_context_lacking_a_property_no_held_out_context_lacked_gets_the_uncalibrated_band_too(
+    sort: SortCase,
+) -> None:
+    """Every sort context had ``lines``; no group the calibration held out lacked it, so no table
+    measured how far off a context without it is: the uncalibrated Gaussian answers beside the
+    machine-type tables, widened by the distance before the context's first run, and the band says
+    so. The same context with ``lines`` keeps the band it had."""
+    from statistics import NormalDist
+
+    from airflow_provider_bellamy.model.calibration import SIGNAL_KINDS, gaussian_sd
+
+    model = sort.model
+    assert not set(model.calibration.extrapolation.tables) & set(SIGNAL_KINDS)  # nothing showed it
+    ctx = sort.test.iloc[0].to_dict()
+    lacking = {k: v for k, v in ctx.items() if k != "lines"}
+    ext = model.extrapolation(lacking)
+    assert ext.missing == ("lines",)
+    known = model.band(ctx, [2, 4, 8], 0.9)
+    band = model.band(lacking, [2, 4, 8], 0.9)
+    assert (
+        "uncalibrated for a context lacking lines (too few held-out contexts showed it)"
+        in band.calibrated_for
+    )
+    assert "lacking" not in known.calibrated_for and "uncalibrated" not in known.calibrated_for
+    half = NormalDist().inv_cdf(0.9) * gaussian_sd(model.calibration) * ext.distance_scale
+    assert np.all(np.log(band.upper / band.mean) >= half - 1e-9)
+    assert np.all(np.log(band.mean / band.lower) >= half - 1e-9)
+    # the machine-type tables answer still (the widest bound wins): never narrower than they are
+    sources, _, _ = model._band_sources(ext)
+    assert sources[0][0].tables is model.calibration.extrapolation.tables["categorical"]
+
+
+def test_held_out_contexts_that_lacked_a_property_or_ran_elsewhere_calibrate_that_signal() -> None:
+    """Sort's c4 contexts recorded on a yarn cluster without ``lines`` (a job recorded with fewer
+    properties elsewhere): the extrapolation pass holds out each machine type (= environment) whole,
+    and the held-out yarn contexts lacked a property their member always had and ran where their
+    member never saw sort. Those contexts' residuals become tables of their own; a new context
+    showing the same signals takes them (beside the groups' tables) and the band says so."""
+    runs = load_traces("c3o", "sort")
+    runs = runs[runs["machine_type"] != "r4.2xlarge"].copy()
+    yarn = runs["machine_type"] == "c4.2xlarge"
+    runs.loc[yarn, "environment"] = "yarn"
+    runs.loc[yarn, "lines"] = np.nan
+    model = RuntimeModel.pretrain(runs, seed=0, config=FAST)
+    extrapolation = model.calibration.extrapolation
+    for kind in ("missing", "environment"):
+        assert extrapolation.tables[kind].n >= 5
+    # the tables travel with the model file
+    again = RuntimeModel.from_bytes(model.to_bytes())
+    assert set(again.calibration.extrapolation.tables) == set(extrapolation.tables)
+    # an m4 context from a third cluster recorded without line_length (every context had it)
+    ctx = {**runs[~yarn].iloc[0].to_dict(), "environment": "k8s"}
+    ctx.pop("line_length")
+    ext = model.extrapolation(ctx)
+    assert ext.missing == ("line_length",) and ext.environments == ("aws-emr", "yarn")
+    band = model.band(ctx, [2, 4, 8], 0.9)
+    assert "held-out contexts showing the same signal (environment, missing)" in band.calibrated_for
+    assert "uncalibrated" not in band.calibrated_for
+    sources, _, _ = model._band_sources(ext)
+    answering = [c.tables for c, _ in sources]
+    assert any(t is extrapolation.tables["missing"] for t in answering)
+    assert any(t is extrapolation.tables["environment"] for t in answering)
+    # the widest bound of the sources: at least the missing-property tables' own band
+    for cal, widening in sources:
+        lo, hi = model._quantiles(
+            cal,
+            0,
+            0.9,
+            np.array([2.0, 4.0, 8.0]),
+            "k8s",
+            (),
+            False,
+            widening.factor(ext.distance_scale, 0),
+            True,
+        )
+        assert np.all(np.log(band.upper / band.mean) >= hi - 1e-9)
+        assert np.all(np.log(band.lower / band.mean) <= lo + 1e-9)
+
+
+def test_before_its_first_run_a_context_lacking_a_property_is_as_uncertain_as_its_job_without_it(
+    sort: SortCase,
+) -> None:
+    """Without ``lines`` the model cannot tell sort's contexts apart by it: before the context's
+    first run its band is at least as wide as the spread of the job's training contexts around the
+    model's curve for them without ``lines`` (both sides), and says so; from its first run on, its
+    runs set the level and that widening stops."""
+    model = sort.model
+    ctx = sort.test.iloc[0].to_dict()
+    lacking = {k: v for k, v in ctx.items() if k != "lines"}
+    errors = model._missing_errors("sort", ("lines",))
+    assert len(errors) > 0
+    s = float(np.quantile(errors, 0.8))  # 2q - 1: the sign of its shift is unknown
+    band = model.band(lacking, [2, 4, 8], 0.9)
+    assert "before its first run widened by the job's training contexts without lines" in band.calibrated_for
+    assert np.all(np.log(band.upper / band.mean) >= s - 1e-9)
+    assert np.all(np.log(band.mean / band.lower) >= s - 1e-9)
+    # a context that gives lines is not widened so
+    assert "without lines" not in model.band(ctx, [2, 4, 8], 0.9).calibrated_for
+    runs = sort.test[sort.test["context_id"] == ctx["context_id"]].head(1)
+    tuned = model.finetune(runs.drop(columns=["context_id", "lines"]))
+    assert "before its first run" not in tuned.band(lacking, [2, 4, 8], 0.9).calibrated_for
