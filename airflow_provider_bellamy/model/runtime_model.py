@@ -897,7 +897,7 @@ class RuntimeModel:
             # distance) and on both sides (only its size carries over: with the sign of a context's
             # shift unknown, each side holds q of the contexts where |error| has its 2q - 1
             # quantile). Its runs then set the level.
-            errors = self._missing_errors(str(ctx["job_type"]), ext.missing)
+            errors = self._missing_errors(job, ext.missing)
             if len(errors):
                 s = float(np.quantile(errors, max(2 * honoured - 1, 0.0)))
                 hi_q = np.sqrt(np.maximum(hi_q, 0.0) ** 2 + s**2)
