@@ -503,8 +503,8 @@ def calibrate(
     fine-tuning (``finetuning.fit_delta_averaged``), as the model will fine-tune it (default: the
     model's default for a context it knows). ``noise_sd``: the run noise of the training data,
     what the band falls back on where no table measured the error (``gaussian_sd``).
-    ``jobs`` [C] (the contexts' job types): with two or more, each job type's residuals are
-    divided by its scale relative to the pool (``job_scales``) before they enter the tables.
+    ``jobs`` [C] (the contexts' job types): with two or more, the tables keep each job type's
+    scale relative to the pool, per side (``job_scales``, ≥ 1), which its band multiplies by.
 
     No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
