@@ -134,6 +134,9 @@ class Band:
     requested_confidence: float
     extrapolation: Extrapolation
     calibrated_for: str
+    # the largest scale-out the context's curve is known at (its job's training runs, its own),
+    # where some asked for lie beyond it: there the curve is continued (``continued_log_runtime``)
+    beyond: int | None = None
 
     @property
     def capped(self) -> bool:
@@ -269,6 +272,7 @@ class RuntimeModel:
         self.tuned = tuned
         self._h_cache: dict[str, np.ndarray] = {}
         self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+        self._trained_scale_outs: dict[str, tuple[int, ...]] = {}
         self._unseen_view: RuntimeModel | None = None
 
     # ------------------------------------------------------------------ properties
@@ -346,6 +350,7 @@ class RuntimeModel:
         )
         copy._h_cache = self._h_cache  # the same network: the same head output per context
         copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
+        copy._trained_scale_outs = self._trained_scale_outs
         return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
@@ -708,7 +713,43 @@ class RuntimeModel:
         *,
         corrected: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(the network's log seconds, the prediction's) per validated scale-out: the prediction is
+        """(the network's log seconds, the prediction's) per validated scale-out (``_model_log_curves``);
+        beyond the largest scale-out the job type was trained at and the context ran at, the
+        prediction continues the curve from there (``_beyond_edge``)."""
+        network, curve = self._model_log_curves(ctx, ns, ext, corrected=corrected)
+        edges = self._edges(ctx)
+        if edges is None or not (ns > edges[1]).any():
+            return network, curve
+        at_edges = self._model_log_curves(ctx, np.array(edges, dtype=np.float64), ext, corrected=corrected)[1]
+        beyond = ns > edges[1]
+        return network, np.where(beyond, continued_log_runtime(ns, edges, at_edges), curve)
+
+    def _edges(self, ctx: dict[str, str | float]) -> tuple[int, int] | None:
+        """The two largest scale-outs this context's curve is known at: its job type's training
+        runs' (every job type's for one the model never saw) and its own runs' (None with fewer
+        than two)."""
+        job = str(ctx.get("job_type"))
+        if job not in self._trained_scale_outs:
+            curves = self.metadata.get("curves") or {}
+            grid = [int(n) for n in curves.get("scale_outs", [])]
+            entries = curves.get("contexts", [])
+            own = [e for e in entries if e["context"].get("job_type") == job] or entries
+            self._trained_scale_outs[job] = tuple(
+                sorted({n for e in own for n, v in zip(grid, e["log_runtime"], strict=True) if v is not None})
+            )
+        tuned = self._tuned_for(ctx)
+        known = sorted(set(self._trained_scale_outs[job]) | set(tuned.observed_scale_outs if tuned else ()))
+        return None if len(known) < 2 else (known[-2], known[-1])
+
+    def _model_log_curves(
+        self,
+        ctx: dict[str, str | float],
+        ns: np.ndarray,
+        ext: Extrapolation | None = None,
+        *,
+        corrected: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the network's log seconds, the model's) per validated scale-out: the prediction is
         the members' mean curve (for a context with a nearest curve, blended with it, and below its
         smallest run that curve's shape: ``_nearest_blend``), blended with
         the context's parametric curve by the share fine-tuning gave it, plus the residual
@@ -876,6 +917,15 @@ class RuntimeModel:
         spanned = ns < min(observed, default=0)
         if outside:
             spanned |= ns > max(observed, default=math.inf)
+        # Beyond every scale-out its curve is known at, the prediction continues it (Amdahl's
+        # a + b / n from the edge, ``_log_curves``) and the network extrapolates its basis: two
+        # guesses at a shape nothing measured (C3O pre-trained on 2-6 nodes: the network's band
+        # held 43-60 % of the runs at 8-12 nodes above its lower bound). The band spans both.
+        edges = self._edges(ctx)
+        beyond = None
+        if edges is not None and (ns > edges[1]).any():
+            spanned |= ns > edges[1]
+            beyond = edges[1]
         low = np.where(spanned, np.minimum(mean, network), mean)
         high = np.where(spanned, np.maximum(mean, network), mean)
         if outside and tuned and self.check_count < MIN_CHECKS:
@@ -931,6 +981,7 @@ class RuntimeModel:
             requested,
             ext,
             described,
+            beyond,
         )
 
     def _own_miss(self, ctx: dict[str, str | float]) -> tuple[float, float]:
@@ -1482,6 +1533,22 @@ def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
     if calibration.tables is None:
         return None
     return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
+
+
+def continued_log_runtime(ns: np.ndarray, edges: tuple[int, int], log_at_edges: np.ndarray) -> np.ndarray:
+    """Log seconds at ``ns`` on the curve a + b / n (Ernest's fixed cost and parallel work) through
+    the model's curve at the two largest scale-outs it is known at (``edges``); b is a perfect
+    speed-up where the curve falls faster than that there. Beyond those scale-outs the network's
+    other basis terms were fitted to nothing: C3O pre-trained on 2-6 nodes over-predicted 8-12
+    by 9-13 % (log), this continuation by -6-0 % (docs/model.md, "Scale-outs larger than any
+    trained")."""
+    (n1, n2), (t1, t2) = edges, np.exp(np.asarray(log_at_edges, dtype=np.float64))
+    b = (t1 - t2) / (1.0 / n1 - 1.0 / n2)
+    a = t2 - b / n2
+    if a < 0:
+        a, b = 0.0, t2 * n2
+    with np.errstate(divide="ignore"):
+        return np.log(np.maximum(a + b / np.asarray(ns, dtype=np.float64), 1e-12))
 
 
 def nearest_share(ext: Extrapolation) -> float:
