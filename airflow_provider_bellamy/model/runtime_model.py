@@ -591,7 +591,7 @@ class RuntimeModel:
         )
         part = replace(part, nearest=self._nearest_for(ctx, self._copy(part), ns, log_y))
         # the residual correction's data: what the tuned curve, before any correction, misses
-        curve = self._copy(part)._log_curves(ctx, ns.astype(np.int64))[1]
+        curve = self._copy(part)._model_log_curves(ctx, ns.astype(np.int64))[1]
         residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
         return self._copy(replace(part, run_residuals=residuals))
 
@@ -720,14 +720,15 @@ class RuntimeModel:
         edges = self._edges(ctx)
         if edges is None or not (ns > edges[1]).any():
             return network, curve
-        at_edges = self._model_log_curves(ctx, np.array(edges, dtype=np.float64), ext, corrected=corrected)[1]
+        known = _last_octave(edges)
+        at_known = self._model_log_curves(ctx, known, ext, corrected=corrected)[1]
         beyond = ns > edges[1]
-        return network, np.where(beyond, continued_log_runtime(ns, edges, at_edges), curve)
+        return network, np.where(beyond, continued_log_runtime(ns, known, at_known), curve)
 
     def _edges(self, ctx: dict[str, str | float]) -> tuple[int, int] | None:
-        """The two largest scale-outs this context's curve is known at: its job type's training
-        runs' (every job type's for one the model never saw) and its own runs' (None with fewer
-        than two)."""
+        """The smallest and the largest scale-out this context's curve is known at: its job type's
+        training runs' (every job type's for one the model never saw) and its own runs' (None
+        where that is a single one)."""
         job = str(ctx.get("job_type"))
         if job not in self._trained_scale_outs:
             curves = self.metadata.get("curves") or {}
@@ -739,7 +740,7 @@ class RuntimeModel:
             )
         tuned = self._tuned_for(ctx)
         known = sorted(set(self._trained_scale_outs[job]) | set(tuned.observed_scale_outs if tuned else ()))
-        return None if len(known) < 2 else (known[-2], known[-1])
+        return None if len(known) < 2 else (known[0], known[-1])
 
     def _model_log_curves(
         self,
@@ -1535,20 +1536,30 @@ def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
     return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
 
 
-def continued_log_runtime(ns: np.ndarray, edges: tuple[int, int], log_at_edges: np.ndarray) -> np.ndarray:
-    """Log seconds at ``ns`` on the curve a + b / n (Ernest's fixed cost and parallel work) through
-    the model's curve at the two largest scale-outs it is known at (``edges``); b is a perfect
-    speed-up where the curve falls faster than that there. Beyond those scale-outs the network's
-    other basis terms were fitted to nothing: C3O pre-trained on 2-6 nodes over-predicted 8-12
-    by 9-13 % (log), this continuation by -6-0 % (docs/model.md, "Scale-outs larger than any
-    trained")."""
-    (n1, n2), (t1, t2) = edges, np.exp(np.asarray(log_at_edges, dtype=np.float64))
-    b = (t1 - t2) / (1.0 / n1 - 1.0 / n2)
-    a = t2 - b / n2
+def continued_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
+    """Log seconds at ``ns`` on the curve a + b / n (Ernest's fixed cost and parallel work) that
+    meets the model's curve at the largest scale-out it is known at and follows its slope over
+    the last octave there (``known_n``, ascending, ending at that scale-out; b by least squares,
+    so one bump of the curve near the edge does not set it); b is a perfect speed-up where the curve
+    falls faster than that. Beyond those scale-outs the network's other basis terms were fitted
+    to nothing: C3O pre-trained on 2-6 nodes over-predicted 8-12 by 9-13 % (log), this
+    continuation by -6-0 % (docs/model.md, "Scale-outs larger than any trained")."""
+    n, t = np.asarray(known_n, dtype=np.float64), np.exp(np.asarray(log_at_known, dtype=np.float64))
+    x = 1.0 / n
+    b = float(np.polyfit(x, t, 1)[0]) if len(n) > 1 and np.ptp(x) > 0 else 0.0
+    edge, at_edge = float(n[-1]), float(t[-1])
+    a = at_edge - b / edge
     if a < 0:
-        a, b = 0.0, t2 * n2
+        a, b = 0.0, at_edge * edge
     with np.errstate(divide="ignore"):
         return np.log(np.maximum(a + b / np.asarray(ns, dtype=np.float64), 1e-12))
+
+
+def _last_octave(edges: tuple[int, int]) -> np.ndarray:
+    """Where the continuation beyond ``edges[1]`` reads the curve's slope: 8 points from half
+    that scale-out (or the smallest known, if larger) up to it."""
+    low, high = edges
+    return np.geomspace(max(low, high / 2), high, 8)
 
 
 def nearest_share(ext: Extrapolation) -> float:

@@ -7,31 +7,36 @@ import pandas as pd
 import pytest
 
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.runtime_model import continued_log_runtime
+from airflow_provider_bellamy.model.runtime_model import _last_octave, continued_log_runtime
 
 from .conftest import FAST
 
 
 def test_the_continuation_is_amdahls_curve_through_the_edge() -> None:
-    """a + b / n through both edge points; at the edge it is the curve itself."""
+    """A curve that is a + b / n over the last octave continues as itself; one bumped near the edge
+    keeps the octave's slope and meets the curve at the edge."""
     a, b = 20.0, 240.0
-    ns = np.array([4.0, 6.0, 12.0, 48.0])
-    at_edges = np.log([a + b / 4, a + b / 6])
-    got = np.exp(continued_log_runtime(ns, (4, 6), at_edges))
+    known = np.geomspace(3.0, 6.0, 8)
+    ns = np.array([6.0, 12.0, 48.0])
+    got = np.exp(continued_log_runtime(ns, known, np.log(a + b / known)))
     np.testing.assert_allclose(got, a + b / ns)
+    bumped = np.log(a + b / known) + np.where(known == 6.0, 0.1, 0.0)
+    got = np.exp(continued_log_runtime(ns, known, bumped))
+    assert got[0] == pytest.approx((a + b / 6) * np.exp(0.1))
+    assert got[0] - got[2] == pytest.approx(b * (1 / 6 - 1 / 48), rel=0.2)  # the octave's slope
 
 
 def test_a_curve_falling_faster_than_one_over_n_continues_as_perfect_speed_up() -> None:
     """Super-linear speed-up at the edge (a memory cliff's tail) is not carried on: a would be < 0."""
     at_edges = np.log([100.0, 40.0])  # 4 → 6 nodes: 2.5× faster for 1.5× the nodes
-    got = np.exp(continued_log_runtime(np.array([12.0, 24.0]), (4, 6), at_edges))
+    got = np.exp(continued_log_runtime(np.array([12.0, 24.0]), np.array([4.0, 6.0]), at_edges))
     np.testing.assert_allclose(got, [40.0 * 6 / 12, 40.0 * 6 / 24])
 
 
 def test_a_curve_rising_at_the_edge_stays_bounded() -> None:
     """Overhead growing with n at the edge: a + b / n with b < 0 rises towards a, never past it."""
     at_edges = np.log([50.0, 60.0])
-    got = np.exp(continued_log_runtime(np.array([12.0, 1000.0]), (4, 6), at_edges))
+    got = np.exp(continued_log_runtime(np.array([12.0, 1000.0]), np.array([4.0, 6.0]), at_edges))
     b = (50.0 - 60.0) / (1 / 4 - 1 / 6)
     assert got[0] > 60.0 and got[1] < 60.0 - b / 6
 
@@ -51,13 +56,17 @@ def _ctx(grep_runs: pd.DataFrame, held_out_context: str) -> dict[str, object]:
 def test_beyond_the_trained_scale_outs_the_prediction_continues_from_the_edge(
     grep_to_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
 ) -> None:
-    """Trained at 2-6 nodes, asked about 8-12: the prediction there is the continuation through its
-    own curve at 4 and 6 (the network's basis beyond 6 was fitted to nothing), and the band spans
+    """Trained at 2-6 nodes, asked about 8-12: the prediction there is the continuation of its own
+    curve over 3-6 nodes (the network's basis beyond 6 was fitted to nothing), and the band spans
     the network's own extrapolation as well."""
     ctx = _ctx(grep_runs, held_out_context)
-    inside = grep_to_six.predict(ctx, [4, 6])
+    norm = grep_to_six._normalise(ctx)
+    assert grep_to_six._edges(norm) == (2, 6)
+    known = _last_octave((2, 6))
     beyond = np.array([8, 10, 12])
-    expected = np.exp(continued_log_runtime(beyond.astype(float), (4, 6), np.log(inside)))
+    expected = np.exp(
+        continued_log_runtime(beyond.astype(float), known, grep_to_six._model_log_curves(norm, known)[1])
+    )
     np.testing.assert_allclose(grep_to_six.predict(ctx, beyond.tolist()), expected, rtol=1e-9)
     network = np.exp(grep_to_six._network_log(grep_to_six._normalise(ctx), beyond.astype(float)))
     band = grep_to_six.band(ctx, beyond.tolist())
@@ -81,13 +90,14 @@ def test_a_context_that_ran_beyond_the_trained_scale_outs_is_known_up_to_its_run
     tuned = grep_to_six.finetune(picked)
     ctx = _ctx(grep_runs, held_out_context)
     norm = tuned._normalise(ctx)
-    assert tuned._edges(norm) == (6, 12)
+    assert tuned._edges(norm) == (2, 12)
     np.testing.assert_array_equal(
         np.log(tuned.predict(ctx, [8, 10])), tuned._model_log_curves(norm, np.array([8.0, 10.0]))[1]
     )
-    at_edges = tuned._model_log_curves(norm, np.array([6.0, 12.0]))[1]
+    known = _last_octave((2, 12))
+    at_known = tuned._model_log_curves(norm, known)[1]
     np.testing.assert_allclose(
-        np.log(tuned.predict(ctx, [24])), continued_log_runtime(np.array([24.0]), (6, 12), at_edges)
+        np.log(tuned.predict(ctx, [24])), continued_log_runtime(np.array([24.0]), known, at_known)
     )
 
 
