@@ -155,12 +155,14 @@ def two_contexts(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def test_accuracy_reports_the_k_the_kept_scale_outs_allow(
-    two_contexts: tuple[Path, Path], tmp_path: Path
+    two_contexts: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path, cache = two_contexts
     out = tmp_path / "acc.json"
     command = ["benchmark", "accuracy", "--traces", str(path), "--quick", "--seeds", "1"]
     assert main([*command, "--protocol", PROTOCOL, "--model-cache", str(cache), "--json", str(out)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "larger-scale-outs" in printed and "sort scale-outs 10, 12" in printed
     report = json.loads(out.read_text())
     assert (report["protocol"], report["held_out_scale_outs"]) == (PROTOCOL, {"sort": [10, 12]})
     assert list(report["results"]) == ["bellamy", "ernest", "gbm"]
@@ -205,6 +207,9 @@ def test_sizing_replays_the_larger_scale_outs_as_candidates(
     assert report["beyond_cut"]["share"] == pytest.approx(np.mean(beyond))
     for policy, stats in report["beyond_cut"]["policies"].items():
         assert stats["decisions"] == sum(beyond)
+        if any(beyond):
+            low, high = stats["interval_95"]["attainment"]
+            assert 0.0 <= low <= high <= 1.0
         if any(beyond):
             met = [line["decisions"][policy]["met"] for line, b in zip(lines, beyond, strict=True) if b]
             assert stats["attainment"] == pytest.approx(np.mean(met))

@@ -217,9 +217,16 @@ class BenchmarkRuns:
 
 
 def render_skipped(report: dict[str, Any]) -> None:
-    """Name the job types (and held-out values) a report left out, and why."""
+    """Name the job types (and held-out values) a report left out, and why; larger-scale-outs: the
+    scale-outs each job type held out."""
     from rich.console import Console
 
+    held = report.get("held_out_scale_outs") or {}
+    if held:
+        Console().print(
+            "held out (tested only: no run at them pre-trained or fine-tuned on): "
+            + "; ".join(f"{job} scale-outs {', '.join(map(str, ns))}" for job, ns in held.items())
+        )
     for job, why in (report.get("skipped_job_types") or {}).items():
         Console().print(f"[yellow]left out[/yellow] {job}: {why}")
     for job, values in (report.get("skipped_held_out") or {}).items():

@@ -467,6 +467,7 @@ def _beyond_the_cut(tally: _Tally) -> dict[str, Any] | None:
     if not len(flags) or len(flags) != sum(len(tally.units[k]) for k in K_SIZING):
         return None
     oracle = np.array([x for k in K_SIZING for x in tally.node_s["oracle"][k]], dtype=np.float64)
+    intervals = _bootstrap(tally, flags) if flags.any() else {}
     policies = {}
     for p in tally.policies:
         hits = np.array([x for k in K_SIZING for x in tally.hits[p][k]], dtype=bool)[flags]
@@ -475,6 +476,7 @@ def _beyond_the_cut(tally: _Tally) -> dict[str, Any] | None:
             "attainment": float(hits.mean()) if flags.any() else None,
             "node_seconds_vs_oracle": float(node_s.sum() / oracle[flags].sum()) if flags.any() else None,
             "decisions": int(flags.sum()),
+            "interval_95": intervals.get(p),
         }
     return {"share": float(flags.mean()), "policies": policies}
 
@@ -522,28 +524,33 @@ def _where_the_cost_goes(
     return per_algorithm, per_task
 
 
-def _bootstrap(tally: _Tally) -> dict[str, dict[str, list[float]]]:
+def _bootstrap(tally: _Tally, among: np.ndarray | None = None) -> dict[str, dict[str, list[float]]]:
     """95 % percentile intervals of each policy's attainment and node-seconds / oracle, resampling
     the draws of fine-tuning runs (with all their targets) with replacement: the decisions of one
-    draw share its runs, so they are not independent of each other."""
+    draw share its runs, so they are not independent of each other. ``among``: a mask over the
+    decisions (in tally order) the figures are taken on, all by default (a resample without one of
+    them is left out of the percentiles)."""
     index = {u: i for i, u in enumerate(tally.draws())}
     owner = np.array([index[u] for k in K_SIZING for u in tally.units[k]])
-    count = np.bincount(owner, minlength=len(index))
+    keep = np.ones(len(owner), dtype=bool) if among is None else among
+    count = np.bincount(owner[keep], minlength=len(index))
     rng = np.random.default_rng(0)
     draws = rng.multinomial(len(index), np.full(len(index), 1.0 / len(index)), size=BOOTSTRAP_RESAMPLES)
 
     def summed(values: list[float]) -> np.ndarray:
-        return draws @ np.bincount(owner, weights=np.asarray(values, dtype=np.float64), minlength=len(index))
+        weights = np.asarray(values, dtype=np.float64)[keep]
+        return draws @ np.bincount(owner[keep], weights=weights, minlength=len(index))
 
     def flat(table: dict[int, list[Any]]) -> list[float]:
         return [float(x) for k in K_SIZING for x in table[k]]
 
     oracle = summed(flat(tally.node_s["oracle"]))
     decisions = draws @ count
+    some = decisions > 0
     out = {}
     for policy in tally.policies:
-        attainment = summed(flat(tally.hits[policy])) / decisions
-        ratio = summed(flat(tally.node_s[policy])) / oracle
+        attainment = summed(flat(tally.hits[policy]))[some] / decisions[some]
+        ratio = summed(flat(tally.node_s[policy]))[some] / oracle[some]
         out[policy] = {
             "attainment": [float(v) for v in np.percentile(attainment, [2.5, 97.5])],
             "node_seconds_vs_oracle": [float(v) for v in np.percentile(ratio, [2.5, 97.5])],
@@ -602,9 +609,10 @@ def render_sizing(report: dict[str, Any]) -> None:
         )
         for policy, s in beyond["policies"].items():
             if policy != "oracle" and s["attainment"] is not None:
+                att, ratio = (s["interval_95"][m] for m in ("attainment", "node_seconds_vs_oracle"))
                 console.print(
-                    f"  {policy}: attainment {s['attainment']:.1%}, node-seconds / oracle "
-                    f"{s['node_seconds_vs_oracle']:.3f} ({s['decisions']} decisions)"
+                    f"  {policy}: attainment {s['attainment']:.1%} ({att[0]:.1%}-{att[1]:.1%}), node-seconds / "
+                    f"oracle {s['node_seconds_vs_oracle']:.3f} ({ratio[0]:.3f}-{ratio[1]:.3f}; {s['decisions']} decisions)"
                 )
     if report.get("per_algorithm"):
         render_where_the_cost_goes(report, console)
