@@ -30,6 +30,7 @@ from airflow_provider_bellamy.model.calibration import (
     widened,
 )
 from airflow_provider_bellamy.model.extrapolation import (
+    MIN_SPAN_DECADES,
     Extrapolation,
     guessed_shape,
     held_out_folds,
@@ -927,6 +928,15 @@ class RuntimeModel:
         if edges is not None and (ns > edges[1]).any():
             spanned |= ns > edges[1]
             beyond = edges[1]
+            # and its offsets grow with the distance beyond the edge, in widths of the known range
+            # (as a number's beyond its trained range: ``OutOfRange.widths``), on both sides
+            span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
+            far = ns > edges[1]
+            with np.errstate(invalid="ignore"):
+                grow = np.where(
+                    far, np.log10(np.where(far, ns, 1) / edges[1]) / span * (hi_q - lo_q) / 2, 0.0
+                )
+            lo_q, hi_q = lo_q - grow, hi_q + grow
         low = np.where(spanned, np.minimum(mean, network), mean)
         high = np.where(spanned, np.maximum(mean, network), mean)
         if outside and tuned and self.check_count < MIN_CHECKS:
