@@ -716,13 +716,15 @@ class RuntimeModel:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(the network's log seconds, the prediction's) per validated scale-out (``_model_log_curves``);
         beyond the largest scale-out the job type was trained at and the context ran at, the
-        prediction continues the curve from there (``_beyond_edge``)."""
+        prediction continues the curve from there (``continued_log_runtime``)."""
         network, curve = self._model_log_curves(ctx, ns, ext, corrected=corrected)
         edges = self._edges(ctx)
         if edges is None or not (ns > edges[1]).any():
             return network, curve
         known = _last_octave(edges)
         at_known = self._model_log_curves(ctx, known, ext, corrected=corrected)[1]
+        if not np.isfinite(at_known).all():  # (a curve that is itself a guess has no slope to follow)
+            return network, curve
         beyond = ns > edges[1]
         return network, np.where(beyond, continued_log_runtime(ns, known, at_known), curve)
 
