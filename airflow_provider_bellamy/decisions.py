@@ -58,6 +58,8 @@ class Prediction:
     extrapolation: dict[str, Any] | None = None
     # what the band was calibrated on, where the context lies outside the training data
     band_note: str | None = None
+    # the largest scale-out the model knows this context's curve at, where candidates lie beyond it
+    beyond_scale_out: int | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -69,6 +71,11 @@ class Prediction:
         elif ext.get("sentence") and (ext.get("kinds") or ext.get("job_type_unseen")):
             out.append(
                 f"extrapolating: {ext['sentence']}" + (f" (band: {self.band_note})" if self.band_note else "")
+            )
+        if self.beyond_scale_out is not None:
+            out.append(
+                f"scale-outs above {self.beyond_scale_out} lie beyond every run the model knows of this "
+                "job: its curve continues from there as a + b/n, the band spans the network's extrapolation"
             )
         if self.requested_confidence is not None and self.requested_confidence > self.confidence:
             out.append(

@@ -214,6 +214,7 @@ def band(req: Request, resolved: Resolved) -> Prediction:
             "requested_confidence": b.requested_confidence if b.capped else None,
             "extrapolation": b.extrapolation.to_dict(),
             "band_note": b.calibrated_for if b.extrapolation.extrapolating else None,
+            "beyond_scale_out": b.beyond,
         }
     else:
         assert resolved.model is not None

@@ -13,7 +13,8 @@ names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   names=(accuracy-c3o-leave-machine-type-out sizing-c3o-leave-machine-type-out accuracy-c3o sizing-c3o
          accuracy-c3o-leave-size-out sizing-c3o-leave-size-out accuracy-bell sizing-bell
-         sizing-c3o-leave-job-out)
+         sizing-c3o-leave-job-out accuracy-c3o-larger-scale-outs sizing-c3o-larger-scale-outs
+         accuracy-bell-larger-scale-outs sizing-bell-larger-scale-outs)
 fi
 read -r -a bellamy <<< "${BELLAMY:-bellamy}"
 workers=${WORKERS:-$(nproc)}
@@ -35,6 +36,10 @@ for name in "${names[@]}"; do
     sizing-c3o-leave-machine-type-out) run "$name" sizing --dataset c3o --protocol leave-machine-type-out ;;
     accuracy-c3o-leave-size-out) run "$name" accuracy --dataset c3o --protocol leave-size-out ;;
     sizing-c3o-leave-size-out) run "$name" sizing --dataset c3o --protocol leave-size-out ;;
+    accuracy-c3o-larger-scale-outs) run "$name" accuracy --dataset c3o --protocol larger-scale-outs ;;
+    sizing-c3o-larger-scale-outs) run "$name" sizing --dataset c3o --protocol larger-scale-outs ;;
+    accuracy-bell-larger-scale-outs) run "$name" accuracy --dataset bell --protocol larger-scale-outs ;;
+    sizing-bell-larger-scale-outs) run "$name" sizing --dataset bell --protocol larger-scale-outs ;;
     accuracy-c3o) run "$name" accuracy --dataset c3o ;;
     sizing-c3o) run "$name" sizing --dataset c3o ;;
     accuracy-bell) run "$name" accuracy --dataset bell ;;

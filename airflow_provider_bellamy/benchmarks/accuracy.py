@@ -30,7 +30,6 @@ from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
     NearestCurves,
-    draw_points,
     ernest_band,
     evaluate_held_out_tasks,
     pretrain,
@@ -159,10 +158,13 @@ def _evaluate_task(
     rng = np.random.default_rng(10_000 + seed * 100 + task.fold)
     # every held-out context gets its k points first, so GBM trains once per k
     draws = {
-        k: {cid: draw_points(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
+        k: {cid: task.draw(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
         for k in K_VALUES
     }
     for k in K_VALUES:
+        draws[k] = {cid: d for cid, d in draws[k].items() if not task.draws_fall_short(d[0], k)}
+        if not draws[k]:
+            continue
         points_all = [p for p, _ in draws[k].values()]
         tests_all = [t for _, t in draws[k].values()]
         extra = pd.concat(points_all) if k else task.held_out.iloc[:0]

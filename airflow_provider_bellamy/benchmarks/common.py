@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -52,10 +53,34 @@ class HeldOutTask:
     train: pd.DataFrame
     held_out: pd.DataFrame
     held_out_value: str | None = None
+    # larger-scale-outs: the held-out job type's largest kept scale-out; the held-out contexts are
+    # fine-tuned on runs at or below it and tested on their runs above it, none of which (nor any
+    # training run above it) the model saw
+    cut: int | None = None
 
     def label(self) -> str:
         """Which split this is, for progress lines."""
-        return f"fold {self.fold}" if self.held_out_value is None else f"held out {self.held_out_value}"
+        base = f"fold {self.fold}" if self.held_out_value is None else f"held out {self.held_out_value}"
+        return base if self.cut is None else f"{base}, scale-out > {self.cut}"
+
+    def draw(
+        self, context_runs: pd.DataFrame, k: int, rng: np.random.Generator
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """A held-out context's k fine-tuning runs and its test runs (``draw_points``); with a
+        ``cut``, the k runs are drawn among those at or below it (the same draw on those runs) and
+        every run above it is tested."""
+        if self.cut is None:
+            return draw_points(context_runs, k, rng)
+        kept = context_runs["scale_out"] <= self.cut
+        points, _ = draw_points(context_runs[kept], k, rng)
+        return points, context_runs[~kept]
+
+    def draws_fall_short(self, points: pd.DataFrame, k: int) -> bool:
+        """Whether a draw of k runs found fewer than k scale-outs to draw from, and larger-scale-outs
+        leaves the context out at that k (it reports the k its kept scale-outs allow, not a smaller
+        draw under k's name). The other protocols keep every draw as before: there a short draw
+        leaves no run to test."""
+        return self.cut is not None and len(points) < k
 
 
 # How a benchmark splits its runs (DESIGN.md): "folds" holds out a fifth of a job type's contexts
@@ -69,17 +94,34 @@ class HeldOutTask:
 # "leave-size-out" per job type holds out the contexts at the largest third of its input sizes, then
 # those at the smallest third, each pre-trained on the job type's other runs (a deployment's data
 # grows past, or a test run stays under, every size the model saw: numeric extrapolation).
-PROTOCOLS = ("folds", "leave-job-out", "leave-machine-type-out", "leave-environment-out", "leave-size-out")
+# "larger-scale-outs" per job type holds out the largest third of its distinct scale-outs: the held-out
+# contexts (the set's own split: C3O and a file by folds, Bell by leave-job-out) are fine-tuned on runs at
+# the kept (smaller) scale-outs and tested at the larger ones, and no training run of any job type above
+# the kept ones is pre-trained on (a deployment grows to clusters larger than any the model saw).
+PROTOCOLS = (
+    "folds",
+    "leave-job-out",
+    "leave-machine-type-out",
+    "leave-environment-out",
+    "leave-size-out",
+    "larger-scale-outs",
+)
 # the context property each transfer protocol holds out whole
 HELD_OUT_DIMENSION = {"leave-machine-type-out": "machine_type", "leave-environment-out": "environment"}
 # what each bundled set may be split by: its own protocol first (the default, whose report stays
 # as it was), then the transfer protocols its runs can serve (C3O ran on three machine types, one
 # environment; Bell on one of each)
-BUNDLED_PROTOCOLS = {"c3o": ("folds", "leave-machine-type-out", "leave-size-out"), "bell": ("leave-job-out",)}
+BUNDLED_PROTOCOLS = {
+    "c3o": ("folds", "leave-machine-type-out", "leave-size-out", "larger-scale-outs"),
+    "bell": ("leave-job-out", "larger-scale-outs"),
+}
 # the input size leave-size-out holds the ends of; a job type needs this many distinct sizes (an end
 # held out, sizes left on both sides of the middle to pre-train on)
 SIZE_PROPERTY = "data_size_mb"
 MIN_SIZES = 3
+# larger-scale-outs: a job type needs this many distinct scale-outs (a larger third held out, at least
+# two below it to fine-tune on and draw k from)
+MIN_SCALE_OUTS = 3
 
 
 @dataclass(frozen=True)
@@ -98,6 +140,14 @@ class BenchmarkRuns:
         """The context property the protocol holds out whole (None: folds, leave-job-out)."""
         return HELD_OUT_DIMENSION.get(self.protocol)
 
+    @property
+    def structure(self) -> str:
+        """Which contexts a task holds out: the protocol's own split, or for larger-scale-outs the
+        set's (Bell: leave-job-out, its one context per job; C3O and a file: folds)."""
+        if self.protocol != "larger-scale-outs":
+            return self.protocol
+        return "leave-job-out" if self.bundled and self.name == "bell" else "folds"
+
     def _values(self, runs: pd.DataFrame) -> list[str]:
         """The held-out dimension's values among ``runs`` (a missing value is none of them)."""
         return sorted(map(str, runs[self.dimension].dropna().unique()))
@@ -106,9 +156,14 @@ class BenchmarkRuns:
         """Evaluated job types no split can hold out, and why."""
         skipped = {}
         for job, runs in self.runs[self.evaluated].groupby("job_type", sort=True):
-            if self.protocol == "folds" and runs["context_id"].nunique() < 2:
+            if self.protocol == "larger-scale-outs" and runs["scale_out"].nunique() < MIN_SCALE_OUTS:
+                skipped[str(job)] = (
+                    f"{runs['scale_out'].nunique()} scale-out(s): fewer than {MIN_SCALE_OUTS}, no larger "
+                    "third to hold out with scale-outs left to fine-tune on"
+                )
+            elif self.structure == "folds" and runs["context_id"].nunique() < 2:
                 skipped[str(job)] = "one context: nothing of its job type left to pre-train on"
-            elif self.protocol == "leave-job-out" and (self.runs["job_type"] == job).all():
+            elif self.structure == "leave-job-out" and (self.runs["job_type"] == job).all():
                 skipped[str(job)] = "no run of another job type to pre-train on"
             elif self.protocol == "leave-size-out" and len(_sizes(runs)) < MIN_SIZES:
                 skipped[str(job)] = (
@@ -151,13 +206,27 @@ class BenchmarkRuns:
         elif self.protocol == "leave-size-out":
             fields["held_out_property"] = SIZE_PROPERTY
             fields["skipped_held_out"] = self.values_skipped()
+        elif self.protocol == "larger-scale-outs":
+            skipped = self.job_types_skipped()
+            fields["held_out_scale_outs"] = {
+                str(job): _larger_scale_outs(runs)[1]
+                for job, runs in self.runs[self.evaluated].groupby("job_type", sort=True)
+                if str(job) not in skipped
+            }
         return fields
 
 
 def render_skipped(report: dict[str, Any]) -> None:
-    """Name the job types (and held-out values) a report left out, and why."""
+    """Name the job types (and held-out values) a report left out, and why; larger-scale-outs: the
+    scale-outs each job type held out."""
     from rich.console import Console
 
+    held = report.get("held_out_scale_outs") or {}
+    if held:
+        Console().print(
+            "held out (tested only: no run at them pre-trained or fine-tuned on): "
+            + "; ".join(f"{job} scale-outs {', '.join(map(str, ns))}" for job, ns in held.items())
+        )
     for job, why in (report.get("skipped_job_types") or {}).items():
         Console().print(f"[yellow]left out[/yellow] {job}: {why}")
     for job, values in (report.get("skipped_held_out") or {}).items():
@@ -210,7 +279,7 @@ def benchmark_runs(
             f"holds out {dimension} values, and {Path(traces).name} has no {dimension} column",
         )
     own = with_context_ids(own)
-    if protocol in ("folds", "leave-machine-type-out", "leave-size-out"):
+    if protocol in ("folds", "leave-machine-type-out", "leave-size-out", "larger-scale-outs"):
         runs, evaluated = own.reset_index(drop=True), np.ones(len(own), dtype=bool)
     else:
         bundled = with_context_ids(load_traces())
@@ -236,15 +305,21 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
     environment's runs held out together, pre-trained on every run of another environment.
     leave-size-out: per job type, the contexts at its largest third of input sizes held out
     together (fold 0), then those at its smallest third (fold 1), each pre-trained on the job
-    type's other runs (runs without a size are trained on). Job types ``job_types_skipped`` names
-    are left out.
+    type's other runs (runs without a size are trained on). larger-scale-outs: per job type, the
+    largest third of its distinct scale-outs held out (``_larger_scale_outs``); the set's own split
+    (``BenchmarkRuns.structure``: the folds' seeded folds, or the job type's contexts held out
+    together) with every training run above the cut left out, and of a held-out split the
+    contexts with a run above the cut (fine-tuned below it, tested above it: ``HeldOutTask.draw``).
+    Job types ``job_types_skipped`` names are left out.
     """
     data = source if isinstance(source, BenchmarkRuns) else benchmark_runs(source)
     skipped = data.job_types_skipped()
     for algorithm, runs in data.runs[data.evaluated].groupby("job_type", sort=True):
         if str(algorithm) in skipped:
             continue
-        if data.protocol == "folds":
+        if data.protocol == "larger-scale-outs":
+            yield from _larger_scale_out_tasks(data, str(algorithm), runs, seed)
+        elif data.protocol == "folds":
             ctx = np.array(sorted(runs["context_id"].unique()))
             order = np.random.default_rng(seed).permutation(len(ctx))
             folds = min(N_FOLDS, len(ctx))
@@ -276,6 +351,43 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                     pool[evaluated & (pool["job_type"] == algorithm)],
                     value,
                 )
+
+
+def _larger_scale_outs(runs: pd.DataFrame) -> tuple[int, list[int]]:
+    """larger-scale-outs' cut of one job type's runs: its largest kept scale-out, and the held-out
+    ones above it (the largest third of its distinct scale-outs, at least one)."""
+    scale_outs = sorted(int(n) for n in runs["scale_out"].unique())
+    held = math.ceil(len(scale_outs) / 3)
+    return scale_outs[-held - 1], scale_outs[-held:]
+
+
+def _larger_scale_out_tasks(
+    data: BenchmarkRuns, algorithm: str, runs: pd.DataFrame, seed: int
+) -> Iterator[HeldOutTask]:
+    """The larger-scale-outs tasks of one job type (its evaluated ``runs``): its contexts held out as
+    the set's own split holds them, no training run above the cut. A held-out context without a run
+    above the cut has nothing to test and is left out of the task (and of its training data)."""
+    cut, _ = _larger_scale_outs(runs)
+    if data.structure == "folds":
+        ctx = np.array(sorted(runs["context_id"].unique()))
+        order = np.random.default_rng(seed).permutation(len(ctx))
+        folds = min(N_FOLDS, len(ctx))
+        splits = [
+            (fold, runs, runs["context_id"].isin(set(ctx[order[fold::folds]]))) for fold in range(folds)
+        ]
+        evaluated = pd.Series(True, index=runs.index)
+    else:
+        # as leave-job-out: the held-out contexts leave the training data wherever they stand
+        pool = data.runs
+        splits = [(0, pool, pool["context_id"].isin(set(runs["context_id"])))]
+        evaluated = pd.Series(data.evaluated, index=pool.index)
+    for fold, pool, held in splits:
+        train = pool[~held & (pool["scale_out"] <= cut)]
+        held_out = pool[held & evaluated.loc[pool.index]]
+        tested = held_out.loc[held_out["scale_out"] > cut, "context_id"].unique()
+        held_out = held_out[held_out["context_id"].isin(set(tested))]
+        if not held_out.empty:
+            yield HeldOutTask(algorithm, fold, train, held_out, cut=cut)
 
 
 def _sizes(runs: pd.DataFrame) -> list[float]:

@@ -34,7 +34,6 @@ from airflow_provider_bellamy.benchmarks.common import (
     GbmBaseline,
     HeldOutTask,
     NearestCurves,
-    draw_points,
     evaluate_held_out_tasks,
     pretrain,
     protocol_title,
@@ -72,6 +71,7 @@ TARGETS_PER_CONTEXT = {
     "leave-environment-out": 6,
     "leave-size-out": 6,
 }
+# larger-scale-outs follows the set's own split (BenchmarkRuns.structure) and its targets per context
 # Fine-tuning draws per held-out task and k. Every target of a draw rests on the same k runs, so
 # the draws, not the targets, carry the replay's variance: with Bell's one held-out context per
 # job, one draw decided all 40 targets of a k, and the same models read 1.077-1.120 x the
@@ -105,6 +105,9 @@ class _Tally:
         self.node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in policies}
         self.units: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
         self.where: dict[int, list[tuple[str, str]]] = defaultdict(list)
+        # larger-scale-outs: per decision, whether only a scale-out above the cut (larger than any
+        # the model saw) meets its target in every real run, i.e. the oracle's choice lies above it
+        self.beyond: dict[int, list[bool]] = defaultdict(list)
         self.records: list[dict[str, Any]] | None = [] if record else None
 
     def draws(self) -> list[tuple[Any, ...]]:
@@ -116,6 +119,7 @@ class _Tally:
         for k, units in other.units.items():
             self.units[k].extend(units)
             self.where[k].extend(other.where[k])
+            self.beyond[k].extend(other.beyond[k])
         for policy in self.policies:
             for k, hits in other.hits[policy].items():
                 self.hits[policy][k].extend(hits)
@@ -130,9 +134,12 @@ class _Tally:
         where: tuple[str, str],
         outcomes: dict[str, tuple[bool, float]],
         record: dict[str, Any] | None = None,
+        beyond: bool | None = None,
     ) -> None:
         self.units[k].append(unit)
         self.where[k].append(where)
+        if beyond is not None:
+            self.beyond[k].append(beyond)
         for policy, (hit, node_seconds) in outcomes.items():
             self.hits[policy][k].append(hit)
             self.node_s[policy][k].append(node_seconds)
@@ -205,7 +212,7 @@ def _replay_task(
 ) -> _Tally:
     """One held-out task's decisions, every draw and k, in their own tally."""
     tally = _Tally(_policies(data), record=record)
-    per_context = TARGETS_PER_CONTEXT[data.protocol]
+    per_context = TARGETS_PER_CONTEXT[data.structure]
     replay = _TaskReplay(
         task,
         pretrain(task, seed, quick, model_cache),
@@ -303,8 +310,12 @@ class _TaskReplay:
         """One draw of k fine-tuning runs for every held-out context, then ``targets`` targets per
         context, each decided by every policy."""
         confidence, rng = self.confidence, self.rng
-        draws = {c.cid: draw_points(c.runs, k, rng)[0] for c in self.contexts}
-        extra = pd.concat(draws.values()).drop(columns=["context_id"])
+        draws = {c.cid: self.task.draw(c.runs, k, rng)[0] for c in self.contexts}
+        # larger-scale-outs decides a k only for contexts with k scale-outs at or below the cut
+        contexts = [c for c in self.contexts if not self.task.draws_fall_short(draws[c.cid], k)]
+        if not contexts:
+            return
+        extra = pd.concat([draws[c.cid] for c in contexts]).drop(columns=["context_id"])
         gbm_pred = dict(
             zip(
                 zip(self.grid["context_id"], self.grid["scale_out"], strict=True),
@@ -312,7 +323,7 @@ class _TaskReplay:
                 strict=True,
             )
         )
-        for c in self.contexts:
+        for c in contexts:
             points, ns, runs_at = draws[c.cid], c.scale_outs, c.runs_at
             tuned = self.general.finetune(points.drop(columns=["context_id"]))
             b_mean, b_lo, b_hi = tuned.predict_band(c.properties, ns, confidence)
@@ -364,8 +375,9 @@ class _TaskReplay:
                 record = None
                 if self.tally.records is not None:
                     record = self._record(c, k, draw, float(target), points, bands, choice, outcomes)
+                beyond = None if self.task.cut is None else choice["oracle"] > self.task.cut
                 # the unit of the bootstrap: one context's draw of k runs
-                self.tally.add(k, (self.task.algorithm, c.cid, k, *draw), where, outcomes, record)
+                self.tally.add(k, (self.task.algorithm, c.cid, k, *draw), where, outcomes, record, beyond)
 
     def _record(
         self,
@@ -378,11 +390,13 @@ class _TaskReplay:
         choice: dict[str, int],
         outcomes: dict[str, tuple[bool, float]],
     ) -> dict[str, Any]:
-        """One decision in full, as ``--decisions`` writes it."""
+        """One decision in full, as ``--decisions`` writes it (larger-scale-outs: with the cut)."""
         floats = lambda values: [float(v) for v in values]  # noqa: E731
+        cut = {} if self.task.cut is None else {"cut": self.task.cut}
         return {
             "job_type": self.task.algorithm,
             "task": self.task.label(),
+            **cut,
             "context_id": c.cid,
             "k": k,
             "draw": list(draw),
@@ -418,10 +432,13 @@ def _summarise(
         oracle = sum(x for k in ks for x in tally.node_s["oracle"][k])
         return {"attainment": float(np.mean(h)), "node_seconds_vs_oracle": ns / oracle, "decisions": len(h)}
 
-    policies = {p: stats(p, K_SIZING) for p in tally.policies}
+    # the k some draw decided (larger-scale-outs decides none above the scale-outs its cut keeps)
+    ks = tuple(k for k in K_SIZING if tally.units[k])
+    policies = {p: stats(p, ks) for p in tally.policies}
     for policy, interval in _bootstrap(tally).items():
         policies[policy]["interval_95"] = interval
     per_algorithm, per_task = _where_the_cost_goes(tally)
+    beyond = _beyond_the_cut(tally)
     return {
         "benchmark": "sizing",
         "dataset": dataset,
@@ -430,15 +447,38 @@ def _summarise(
         "seeds": seeds,
         "quick": quick,
         "date": time.strftime("%Y-%m-%d"),
-        "k": list(K_SIZING),
+        "k": list(ks),
         "min_draws_per_task": min_draws,
         "draws": len(tally.draws()),
         "policies": policies,
-        "per_k": {str(k): {p: stats(p, (k,)) for p in tally.policies} for k in K_SIZING},
+        "per_k": {str(k): {p: stats(p, (k,)) for p in tally.policies} for k in ks},
+        **({"beyond_cut": beyond} if beyond else {}),
         "per_algorithm": per_algorithm,
         "per_task": per_task,
         "seconds": round(seconds, 1),
     }
+
+
+def _beyond_the_cut(tally: _Tally) -> dict[str, Any] | None:
+    """larger-scale-outs: the share of decisions whose target only a scale-out above the cut meets
+    (the oracle's choice lies above it), and every policy's attainment and node-seconds / the
+    oracle's on those decisions alone; None where no decision carries the flag (other protocols)."""
+    flags = np.array([x for k in K_SIZING for x in tally.beyond[k]], dtype=bool)
+    if not len(flags) or len(flags) != sum(len(tally.units[k]) for k in K_SIZING):
+        return None
+    oracle = np.array([x for k in K_SIZING for x in tally.node_s["oracle"][k]], dtype=np.float64)
+    intervals = _bootstrap(tally, flags) if flags.any() else {}
+    policies = {}
+    for p in tally.policies:
+        hits = np.array([x for k in K_SIZING for x in tally.hits[p][k]], dtype=bool)[flags]
+        node_s = np.array([x for k in K_SIZING for x in tally.node_s[p][k]], dtype=np.float64)[flags]
+        policies[p] = {
+            "attainment": float(hits.mean()) if flags.any() else None,
+            "node_seconds_vs_oracle": float(node_s.sum() / oracle[flags].sum()) if flags.any() else None,
+            "decisions": int(flags.sum()),
+            "interval_95": intervals.get(p),
+        }
+    return {"share": float(flags.mean()), "policies": policies}
 
 
 def _where_the_cost_goes(
@@ -484,28 +524,33 @@ def _where_the_cost_goes(
     return per_algorithm, per_task
 
 
-def _bootstrap(tally: _Tally) -> dict[str, dict[str, list[float]]]:
+def _bootstrap(tally: _Tally, among: np.ndarray | None = None) -> dict[str, dict[str, list[float]]]:
     """95 % percentile intervals of each policy's attainment and node-seconds / oracle, resampling
     the draws of fine-tuning runs (with all their targets) with replacement: the decisions of one
-    draw share its runs, so they are not independent of each other."""
+    draw share its runs, so they are not independent of each other. ``among``: a mask over the
+    decisions (in tally order) the figures are taken on, all by default (a resample without one of
+    them is left out of the percentiles)."""
     index = {u: i for i, u in enumerate(tally.draws())}
     owner = np.array([index[u] for k in K_SIZING for u in tally.units[k]])
-    count = np.bincount(owner, minlength=len(index))
+    keep = np.ones(len(owner), dtype=bool) if among is None else among
+    count = np.bincount(owner[keep], minlength=len(index))
     rng = np.random.default_rng(0)
     draws = rng.multinomial(len(index), np.full(len(index), 1.0 / len(index)), size=BOOTSTRAP_RESAMPLES)
 
     def summed(values: list[float]) -> np.ndarray:
-        return draws @ np.bincount(owner, weights=np.asarray(values, dtype=np.float64), minlength=len(index))
+        weights = np.asarray(values, dtype=np.float64)[keep]
+        return draws @ np.bincount(owner[keep], weights=weights, minlength=len(index))
 
     def flat(table: dict[int, list[Any]]) -> list[float]:
         return [float(x) for k in K_SIZING for x in table[k]]
 
     oracle = summed(flat(tally.node_s["oracle"]))
     decisions = draws @ count
+    some = decisions > 0
     out = {}
     for policy in tally.policies:
-        attainment = summed(flat(tally.hits[policy])) / decisions
-        ratio = summed(flat(tally.node_s[policy])) / oracle
+        attainment = summed(flat(tally.hits[policy]))[some] / decisions[some]
+        ratio = summed(flat(tally.node_s[policy]))[some] / oracle[some]
         out[policy] = {
             "attainment": [float(v) for v in np.percentile(attainment, [2.5, 97.5])],
             "node_seconds_vs_oracle": [float(v) for v in np.percentile(ratio, [2.5, 97.5])],
@@ -556,6 +601,19 @@ def render_sizing(report: dict[str, Any]) -> None:
         console.print(
             f"  {policy}: attainment {att[0]:.1%}-{att[1]:.1%}, node-seconds / oracle {ratio[0]:.3f}-{ratio[1]:.3f}"
         )
+    beyond = report.get("beyond_cut")
+    if beyond:
+        console.print(
+            f"Targets only a scale-out above the cut meets (the oracle's choice larger than any trained): "
+            f"{beyond['share']:.1%} of the decisions; on those:"
+        )
+        for policy, s in beyond["policies"].items():
+            if policy != "oracle" and s["attainment"] is not None:
+                att, ratio = (s["interval_95"][m] for m in ("attainment", "node_seconds_vs_oracle"))
+                console.print(
+                    f"  {policy}: attainment {s['attainment']:.1%} ({att[0]:.1%}-{att[1]:.1%}), node-seconds / "
+                    f"oracle {s['node_seconds_vs_oracle']:.3f} ({ratio[0]:.3f}-{ratio[1]:.3f}; {s['decisions']} decisions)"
+                )
     if report.get("per_algorithm"):
         render_where_the_cost_goes(report, console)
 

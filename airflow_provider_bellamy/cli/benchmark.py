@@ -106,7 +106,9 @@ def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
         "pre-trained on the job type's other machine types; c3o or --traces), leave-environment-out "
         "(each environment held out whole, pre-trained on the other environments' runs and the "
         "bundled traces; --traces), leave-size-out (per job type its largest, then its smallest "
-        "third of input sizes held out, pre-trained on its other sizes; c3o or --traces)",
+        "third of input sizes held out, pre-trained on its other sizes; c3o or --traces), "
+        "larger-scale-outs (per job type the largest third of its scale-outs held out: contexts "
+        "fine-tuned below, tested above, no training run above; c3o, bell or --traces)",
     )
 
 

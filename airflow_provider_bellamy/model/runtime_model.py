@@ -30,6 +30,7 @@ from airflow_provider_bellamy.model.calibration import (
     widened,
 )
 from airflow_provider_bellamy.model.extrapolation import (
+    MIN_SPAN_DECADES,
     Extrapolation,
     guessed_shape,
     held_out_folds,
@@ -134,6 +135,9 @@ class Band:
     requested_confidence: float
     extrapolation: Extrapolation
     calibrated_for: str
+    # the largest scale-out the context's curve is known at (its job's training runs, its own),
+    # where some asked for lie beyond it: there the curve is continued (``continued_log_runtime``)
+    beyond: int | None = None
 
     @property
     def capped(self) -> bool:
@@ -269,6 +273,7 @@ class RuntimeModel:
         self.tuned = tuned
         self._h_cache: dict[str, np.ndarray] = {}
         self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+        self._trained_scale_outs: dict[str, tuple[int, ...]] = {}
         self._unseen_view: RuntimeModel | None = None
 
     # ------------------------------------------------------------------ properties
@@ -346,6 +351,7 @@ class RuntimeModel:
         )
         copy._h_cache = self._h_cache  # the same network: the same head output per context
         copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
+        copy._trained_scale_outs = self._trained_scale_outs
         return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
@@ -586,7 +592,7 @@ class RuntimeModel:
         )
         part = replace(part, nearest=self._nearest_for(ctx, self._copy(part), ns, log_y))
         # the residual correction's data: what the tuned curve, before any correction, misses
-        curve = self._copy(part)._log_curves(ctx, ns.astype(np.int64))[1]
+        curve = self._copy(part)._model_log_curves(ctx, ns.astype(np.int64))[1]
         residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
         return self._copy(replace(part, run_residuals=residuals))
 
@@ -708,7 +714,46 @@ class RuntimeModel:
         *,
         corrected: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(the network's log seconds, the prediction's) per validated scale-out: the prediction is
+        """(the network's log seconds, the prediction's) per validated scale-out (``_model_log_curves``);
+        beyond the largest scale-out the job type was trained at and the context ran at, the
+        prediction continues the curve from there (``continued_log_runtime``)."""
+        network, curve = self._model_log_curves(ctx, ns, ext, corrected=corrected)
+        edges = self._edges(ctx)
+        if edges is None or not (ns > edges[1]).any():
+            return network, curve
+        known = _last_octave(edges)
+        at_known = self._model_log_curves(ctx, known, ext, corrected=corrected)[1]
+        if not np.isfinite(at_known).all():  # (a curve that is itself a guess has no slope to follow)
+            return network, curve
+        beyond = ns > edges[1]
+        return network, np.where(beyond, continued_log_runtime(ns, known, at_known), curve)
+
+    def _edges(self, ctx: dict[str, str | float]) -> tuple[int, int] | None:
+        """The smallest and the largest scale-out this context's curve is known at: its job type's
+        training runs' (every job type's for one the model never saw) and its own runs' (None
+        where that is a single one)."""
+        job = str(ctx.get("job_type"))
+        if job not in self._trained_scale_outs:
+            curves = self.metadata.get("curves") or {}
+            grid = [int(n) for n in curves.get("scale_outs", [])]
+            entries = curves.get("contexts", [])
+            own = [e for e in entries if e["context"].get("job_type") == job] or entries
+            self._trained_scale_outs[job] = tuple(
+                sorted({n for e in own for n, v in zip(grid, e["log_runtime"], strict=True) if v is not None})
+            )
+        tuned = self._tuned_for(ctx)
+        known = sorted(set(self._trained_scale_outs[job]) | set(tuned.observed_scale_outs if tuned else ()))
+        return None if len(known) < 2 else (known[0], known[-1])
+
+    def _model_log_curves(
+        self,
+        ctx: dict[str, str | float],
+        ns: np.ndarray,
+        ext: Extrapolation | None = None,
+        *,
+        corrected: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the network's log seconds, the model's) per validated scale-out: the prediction is
         the members' mean curve (for a context with a nearest curve, blended with it, and below its
         smallest run that curve's shape: ``_nearest_blend``), blended with
         the context's parametric curve by the share fine-tuning gave it, plus the residual
@@ -876,6 +921,24 @@ class RuntimeModel:
         spanned = ns < min(observed, default=0)
         if outside:
             spanned |= ns > max(observed, default=math.inf)
+        # Beyond every scale-out its curve is known at, the prediction continues it (Amdahl's
+        # a + b / n from the edge, ``_log_curves``) and the network extrapolates its basis: two
+        # guesses at a shape nothing measured (C3O pre-trained on 2-6 nodes: the network's band
+        # held 43-60 % of the runs at 8-12 nodes above its lower bound). The band spans both.
+        edges = self._edges(ctx)
+        beyond = None
+        if edges is not None and (ns > edges[1]).any():
+            spanned |= ns > edges[1]
+            beyond = edges[1]
+            # and its offsets grow with the distance beyond the edge, in widths of the known range
+            # (as a number's beyond its trained range: ``OutOfRange.widths``), on both sides
+            span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
+            far = ns > edges[1]
+            with np.errstate(invalid="ignore"):
+                grow = np.where(
+                    far, np.log10(np.where(far, ns, 1) / edges[1]) / span * (hi_q - lo_q) / 2, 0.0
+                )
+            lo_q, hi_q = lo_q - grow, hi_q + grow
         low = np.where(spanned, np.minimum(mean, network), mean)
         high = np.where(spanned, np.maximum(mean, network), mean)
         if outside and tuned and self.check_count < MIN_CHECKS:
@@ -931,6 +994,7 @@ class RuntimeModel:
             requested,
             ext,
             described,
+            beyond,
         )
 
     def _own_miss(self, ctx: dict[str, str | float]) -> tuple[float, float]:
@@ -1482,6 +1546,32 @@ def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
     if calibration.tables is None:
         return None
     return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
+
+
+def continued_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
+    """Log seconds at ``ns`` on the curve a + b / n (Ernest's fixed cost and parallel work) that
+    meets the model's curve at the largest scale-out it is known at and follows its slope over
+    the last octave there (``known_n``, ascending, ending at that scale-out; b by least squares,
+    so one bump of the curve near the edge does not set it); b is a perfect speed-up where the curve
+    falls faster than that. Beyond those scale-outs the network's other basis terms were fitted
+    to nothing: C3O pre-trained on 2-6 nodes over-predicted 8-12 by 9-13 % (log), this
+    continuation by -6-0 % (docs/model.md, "Scale-outs larger than any trained")."""
+    n, t = np.asarray(known_n, dtype=np.float64), np.exp(np.asarray(log_at_known, dtype=np.float64))
+    x = 1.0 / n
+    b = float(np.polyfit(x, t, 1)[0]) if len(n) > 1 and np.ptp(x) > 0 else 0.0
+    edge, at_edge = float(n[-1]), float(t[-1])
+    a = at_edge - b / edge
+    if a < 0:
+        a, b = 0.0, at_edge * edge
+    with np.errstate(divide="ignore"):
+        return np.log(np.maximum(a + b / np.asarray(ns, dtype=np.float64), 1e-12))
+
+
+def _last_octave(edges: tuple[int, int]) -> np.ndarray:
+    """Where the continuation beyond ``edges[1]`` reads the curve's slope: 8 points from half
+    that scale-out (or the smallest known, if larger) up to it."""
+    low, high = edges
+    return np.geomspace(max(low, high / 2), high, 8)
 
 
 def nearest_share(ext: Extrapolation) -> float:
