@@ -862,7 +862,18 @@ class RuntimeModel:
             weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
             bounds.append(
                 self._quantiles(
-                    cal, k, honoured, ns, environment, observed, tuned, scale, outside, weighed, job_type=job
+                    cal,
+                    k,
+                    honoured,
+                    ns,
+                    environment,
+                    observed,
+                    tuned,
+                    scale,
+                    outside,
+                    weighed,
+                    job_type=job,
+                    guess=widening.untuned_only,
                 )
             )
         # the widest bound of the calibrations that answer
@@ -1108,18 +1119,23 @@ class RuntimeModel:
         prior_distance: float | None = None,
         *,
         job_type: str | None = None,
+        guess: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
         sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
         lies outside the training data (its check counts at every scale-out). ``job_type``: the
-        context's, whose scales (per side) the tables' offsets are multiplied by (``job_scales``)."""
+        context's, whose scales (per side) the tables' offsets are multiplied by (``job_scales``).
+        ``guess``: the source is the uncalibrated guess of a context's error before its runs (the
+        Gaussian that widens with the distance until its first run: ``DistanceWidening.untuned_only``),
+        which a tuned context's runs leave only the shape's part of (``_guess_profile``)."""
         lo_q, hi_q = residual_quantiles(
             calibration, k, confidence, ns, environment, observed, job_type=job_type
         )
-        # The uncalibrated Gaussian of a tuned context outside: the part of its guess that its runs
-        # leave, growing with the distance from them (_guess_profile)
-        shaped = outside and tuned and calibration.tables is None and len(observed) > 0
+        # The uncalibrated guess of a tuned context outside: the part its runs leave, growing with
+        # the distance from them (_guess_profile). (The Gaussian of a new value of a property that
+        # never varied stands beside tables at every k, for an error nothing measured: left whole.)
+        shaped = guess and outside and tuned and calibration.tables is None and len(observed) > 0
         profile = self._guess_profile(ns, observed) if shaped else np.ones(len(ns))
         lo_q, hi_q = lo_q * profile, hi_q * profile
         if outside:
