@@ -968,7 +968,7 @@ class RuntimeModel:
         distance over the trained scale-outs' log span (the whole guess from one end of them to
         the other; within NEAR_FACTOR of a run, as far as that bucket reaches). C3O
         leave-machine-type-out, two training contexts, one width for all scale-outs: its 90 % upper
-        bound held 96-100 % of the runs within 1.5 × of a run and 60-96 % of those farther out."""
+        bound held 99-100 % of the runs within 1.5 × of a run and 60-100 % of those farther out."""
         grid = [float(n) for n in (self.metadata.get("curves") or {}).get("scale_outs", [])]
         span = math.log(max(grid) / min(grid)) if len(grid) > 1 and min(grid) > 0 else 0.0
         if span <= 0:
