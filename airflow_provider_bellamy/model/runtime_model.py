@@ -18,11 +18,14 @@ from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     EXTRAPOLATION_KINDS,
     MAX_K,
+    NEAR_FACTOR,
     SIGNAL_KINDS,
     Calibration,
     ExtrapolationTables,
     FineTuning,
     calibrate,
+    far_scale,
+    log_distance,
     max_confidence,
     predictive_inflation,
     residual_quantiles,
@@ -904,7 +907,18 @@ class RuntimeModel:
             weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
             bounds.append(
                 self._quantiles(
-                    cal, k, honoured, ns, environment, observed, tuned, scale, outside, weighed, job_type=job
+                    cal,
+                    k,
+                    honoured,
+                    ns,
+                    environment,
+                    observed,
+                    tuned,
+                    scale,
+                    outside,
+                    weighed,
+                    job_type=job,
+                    guess=widening.untuned_only,
                 )
             )
         # the widest bound of the calibrations that answer
@@ -1007,6 +1021,44 @@ class RuntimeModel:
         uncorrected = self._log_curves(ctx, ran, corrected=False)[1]
         miss = np.array([r for _, r in self.run_residuals]) + uncorrected - self._log_curves(ctx, ran)[1]
         return max(0.0, -float(miss.min())), max(0.0, float(miss.max()))
+
+    def _guess_profile(self, ns: np.ndarray, observed: Sequence[int]) -> np.ndarray:
+        """The uncalibrated Gaussian of a tuned context, per scale-out, over its untuned size (≤ 1).
+
+        Untuned, the guess (``gaussian_sd``: run noise and twice the default prior width) stands for
+        the error of a curve with nothing to anchor it. Once the context's runs have re-fitted its
+        level, what is left of that error is the shape's, and a shape's error grows with the
+        distance from the runs it was fitted to: the run noise and the guess times the log
+        distance over the trained scale-outs' log span (the whole guess from one end of them to
+        the other; within NEAR_FACTOR of a run, as far as that bucket reaches). C3O
+        leave-machine-type-out, two training contexts, one width for all scale-outs: its 90 % upper
+        bound held 99-100 % of the runs within 1.5 × of a run and 60-100 % of those farther out."""
+        grid = [float(n) for n in (self.metadata.get("curves") or {}).get("scale_outs", [])]
+        span = math.log(max(grid) / min(grid)) if len(grid) > 1 and min(grid) > 0 else 0.0
+        if span <= 0:
+            return np.ones(len(ns))
+        noise = float(self.calibration.noise_sd)
+        shape = 2 * DEFAULT_PRIOR_SD
+        # (within NEAR_FACTOR of a run as far as the near bucket reaches: the tables' convention,
+        # far_scale; at a run's own scale-out the tuned curve still misses its runs by its misfit)
+        near_unit = math.log(NEAR_FACTOR)
+        reach = np.minimum(
+            far_scale(log_distance(np.asarray(ns), np.asarray(observed))) * near_unit / span, 1.0
+        )
+        profile = np.hypot(noise, shape * reach) / math.hypot(noise, shape)
+        # the training data's smallest scale-outs keep the whole guess, as the tables keep a bucket
+        # of their own there: memory cliffs, which no distance from the runs describes
+        return np.where(np.asarray(ns) <= self._smallest_max, 1.0, profile)
+
+    def _check_profile(self, observed: Sequence[int]) -> float:
+        """The guess's profile where the context's leave-one-scale-out checks were measured (each
+        run from the others: at its distance from the nearest other scale-out), RMS: the prior's
+        scale there, so that the checks rescale the guess in its own units."""
+        distinct = np.array(sorted(set(observed)), dtype=np.float64)
+        if len(distinct) < 2:
+            return 1.0
+        at = [self._guess_profile(np.array([n]), [m for m in distinct if m != n])[0] for n in distinct]
+        return float(np.sqrt(np.mean(np.square(at))))
 
     def _missing_errors(self, job_type: str, missing: tuple[str, ...]) -> np.ndarray:
         """|log residual| of the job's training contexts' mean runtimes (``metadata["curves"]``)
@@ -1131,15 +1183,25 @@ class RuntimeModel:
         prior_distance: float | None = None,
         *,
         job_type: str | None = None,
+        guess: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
         sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
         and updated by the context's own leave-one-scale-out check. ``outside``: the context
         lies outside the training data (its check counts at every scale-out). ``job_type``: the
-        context's, whose scales (per side) the tables' offsets are multiplied by (``job_scales``)."""
+        context's, whose scales (per side) the tables' offsets are multiplied by (``job_scales``).
+        ``guess``: the source is the uncalibrated guess of a context's error before its runs (the
+        Gaussian that widens with the distance until its first run: ``DistanceWidening.untuned_only``),
+        which a tuned context's runs leave only the shape's part of (``_guess_profile``)."""
         lo_q, hi_q = residual_quantiles(
             calibration, k, confidence, ns, environment, observed, job_type=job_type
         )
+        # The uncalibrated guess of a tuned context outside: the part its runs leave, growing with
+        # the distance from them (_guess_profile). (The Gaussian of a new value of a property that
+        # never varied stands beside tables at every k, for an error nothing measured: left whole.)
+        shaped = guess and outside and tuned and calibration.tables is None and len(observed) > 0
+        profile = self._guess_profile(ns, observed) if shaped else np.ones(len(ns))
+        lo_q, hi_q = lo_q * profile, hi_q * profile
         if outside:
             lo_q, hi_q = widened(lo_q, hi_q, distance_scale)
         if tuned and self.check_count >= MIN_CHECKS:
@@ -1158,40 +1220,60 @@ class RuntimeModel:
             if 0 < prior < math.inf:
                 far = distance_scale if prior_distance is None else prior_distance
                 weight = PRIOR_CHECKS / far**2
-                factor = _check_factor(prior, weight, self.check_count, self.check_rms)
-                # Outside, the prior counts little and a few checks set the scale: its quantile is
-                # Student's t over weight + checks residuals, not the normal's of a known scale
-                # (Bell, 2-4 checks: the lower bound held 73-85 % of the runs without this).
-                # Inside, the tables and their 2 pseudo-residuals were measured as they are.
-                if outside:
-                    factor *= predictive_inflation(weight + self.check_count, confidence)
+                scale = self._check_scale(prior, weight, ns, observed, confidence, outside)
+                if shaped:
+                    # the checks measured the guess where they were (its profile there, RMS): in
+                    # those units they rescale it above the smallest scale-outs; there the whole
+                    # guess stands, rescaled as before
+                    at_checks = self._check_scale(
+                        prior * self._check_profile(observed), weight, ns, observed, confidence, outside
+                    )
+                    scale = np.where(ns <= self._smallest_max, scale, at_checks)
                 # the training data's smallest scale-outs (memory cliffs) keep their own tables;
                 # a context from elsewhere has only its own runs to say where its cliffs are
                 own = np.full(len(ns), True) if outside else ns > self._smallest_max
-                scale = np.full(len(ns), factor)
-                squares, count = self._replicate_checks() if outside else (0.0, 0)
-                if count:
-                    # Repeated runs at one scale-out check only each other (its noise), not how it
-                    # scales: elsewhere only its leave-one-scale-out checks may narrow the band (a
-                    # daily job run at one size, then sized at another: the demo's grep, two runs at
-                    # 3 workers, then a miss at 2); its noise may still widen it. Those checks count
-                    # once per scale-out left out (its runs there share one shape).
-                    m = self.check_count - count
-                    shape_rms = math.sqrt(
-                        max(self.check_count * self.check_rms**2 - squares, 0.0) / max(m, 1)
-                    )
-                    distinct = len(observed)
-                    shape = (
-                        _check_factor(prior, weight, distinct, shape_rms)
-                        * predictive_inflation(weight + distinct, confidence)
-                        if m and distinct >= MIN_CHECKS
-                        else 1.0
-                    )
-                    ran = [n for n, _ in self.run_residuals]
-                    repeated = [n for n in observed if ran.count(n) > 1]
-                    scale = np.where(np.isin(ns, repeated), factor, max(shape, factor))
                 lo_q, hi_q = np.where(own, lo_q * scale, lo_q), np.where(own, hi_q * scale, hi_q)
         return lo_q, hi_q
+
+    def _check_scale(
+        self,
+        prior: float,
+        weight: float,
+        ns: np.ndarray,
+        observed: Sequence[int],
+        confidence: float,
+        outside: bool,
+    ) -> np.ndarray:
+        """Per scale-out, what the context's own checks multiply a band source's offsets by: the
+        posterior of its error scale over ``prior`` (``weight`` pseudo-residuals at it)."""
+        factor = _check_factor(prior, weight, self.check_count, self.check_rms)
+        # Outside, the prior counts little and a few checks set the scale: its quantile is
+        # Student's t over weight + checks residuals, not the normal's of a known scale
+        # (Bell, 2-4 checks: the lower bound held 73-85 % of the runs without this).
+        # Inside, the tables and their 2 pseudo-residuals were measured as they are.
+        if outside:
+            factor *= predictive_inflation(weight + self.check_count, confidence)
+        scale = np.full(len(ns), factor)
+        squares, count = self._replicate_checks() if outside else (0.0, 0)
+        if count:
+            # Repeated runs at one scale-out check only each other (its noise), not how it
+            # scales: elsewhere only its leave-one-scale-out checks may narrow the band (a
+            # daily job run at one size, then sized at another: the demo's grep, two runs at
+            # 3 workers, then a miss at 2); its noise may still widen it. Those checks count
+            # once per scale-out left out (its runs there share one shape).
+            m = self.check_count - count
+            shape_rms = math.sqrt(max(self.check_count * self.check_rms**2 - squares, 0.0) / max(m, 1))
+            distinct = len(observed)
+            shape = (
+                _check_factor(prior, weight, distinct, shape_rms)
+                * predictive_inflation(weight + distinct, confidence)
+                if m and distinct >= MIN_CHECKS
+                else 1.0
+            )
+            ran = [n for n, _ in self.run_residuals]
+            repeated = [n for n in observed if ran.count(n) > 1]
+            scale = np.where(np.isin(ns, repeated), factor, max(shape, factor))
+        return scale
 
     # ------------------------------------------------------------------ persistence
     def to_bytes(self) -> bytes:

@@ -291,7 +291,13 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     d = band.extrapolation.distance_scale
     assert d > 1.5  # a machine type never seen: its memory outside the trained range
     weight = 2 / d**2
-    expected = z * sd * math.sqrt((weight * sd**2 + m * r**2) / ((weight + m) * sd**2))
+    # above the smallest scale-outs the guess is its part the runs leave (_guess_profile), and the
+    # checks rescale it in the units of where they were measured (its profile there, RMS)
+    profile = tuned._guess_profile(np.array([8, 10]), tuned.observed_scale_outs)
+    at_checks = sd * tuned._check_profile(tuned.observed_scale_outs)
+    expected = (
+        z * sd * profile * math.sqrt((weight * at_checks**2 + m * r**2) / ((weight + m) * at_checks**2))
+    )
     expected *= predictive_inflation(weight + m, 0.9)
     # the Gaussian's own bound is that posterior exactly
     sources, _, _ = tuned._band_sources(band.extrapolation)
@@ -308,17 +314,85 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
         1.0,
         True,
         widening.prior_distance(d, m),
+        guess=True,
     )
     np.testing.assert_allclose(hi, expected, rtol=1e-9)
     # at full weight (2 pseudo-residuals, as a table measured at the training data) its guess
     # outweighed the context's own runs: the band is narrower than that now
     full = z * sd * math.sqrt((2 * sd**2 + m * r**2) / ((2 + m) * sd**2)) * predictive_inflation(2 + m, 0.9)
-    assert expected < full
+    assert np.all(expected < full)
     half = np.log(band.upper / band.mean)
     # narrower than before its runs (the uncalibrated band, before, never narrowed), never than
     # the Gaussian's posterior
     assert np.all(half < np.log(untuned.upper / untuned.mean))
     assert np.all(half >= expected - 1e-9)
+
+
+@pytest.fixture(scope="module")
+def grep_without_m4() -> tuple[RuntimeModel, pd.DataFrame]:
+    """C3O grep with m4.2xlarge held out: pre-trained on one context per other machine type, so
+    nothing can be held out whole and the band of an m4 context is the uncalibrated branch."""
+    runs = with_context_ids(load_traces("c3o", "grep"))
+    held = runs["machine_type"] == "m4.2xlarge"
+    return RuntimeModel.pretrain(runs[~held].drop(columns=["context_id"]), seed=0, config=FAST), runs[held]
+
+
+def test_the_uncalibrated_guess_grows_with_the_distance_from_the_contexts_runs(
+    grep_without_m4: tuple[RuntimeModel, pd.DataFrame],
+) -> None:
+    """Once a context's runs have re-fitted its level, what is left of the guess is the shape's
+    error: run noise near its runs, the whole guess across the trained scale-outs, and the whole
+    guess at the training data's smallest scale-outs (memory cliffs), as the tables keep a bucket
+    of their own there."""
+    from airflow_provider_bellamy.model.calibration import DEFAULT_PRIOR_SD, NEAR_FACTOR
+
+    model, _ = grep_without_m4
+    noise = model.calibration.noise_sd
+    span = math.log(12 / 2)  # C3O's trained scale-outs, 2 to 12
+    assert model.metadata["curves"]["scale_outs"][0] == 2 and model.metadata["curves"]["scale_outs"][-1] == 12
+    assert model._smallest_max == 3
+    profile = model._guess_profile(np.array([2, 3, 6, 8, 10, 12, 40]), [6])
+    # the smallest bucket, and beyond the span: the whole guess
+    assert profile[0] == 1.0 and profile[1] == 1.0 and profile[-1] == 1.0
+    near = math.hypot(noise, 2 * DEFAULT_PRIOR_SD * math.log(NEAR_FACTOR) / span)
+    np.testing.assert_allclose(profile[2:4], near / math.hypot(noise, 2 * DEFAULT_PRIOR_SD), rtol=1e-12)
+    assert profile[3] < profile[4] < profile[5] < 1.0  # 8 (near), 10 (1.7 ×), 12 (2 ×) from 6
+    # checks of runs at 4, 6 and 12, each predicted from the others: 4 and 6 at each other's near
+    # edge, 12 at 2 × from 6
+    at_checks = model._check_profile([4, 6, 12])
+    each = [model._guess_profile(np.array([n]), [m for m in (4, 6, 12) if m != n])[0] for n in (4, 6, 12)]
+    assert (
+        each[0] == each[1] == pytest.approx(near / math.hypot(noise, 2 * DEFAULT_PRIOR_SD))
+        and each[2] > each[0]
+    )
+    expected = math.sqrt(sum(p**2 for p in each) / 3)
+    assert at_checks == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_held_out_machine_type_from_two_training_contexts_is_covered_and_narrower_near_its_run(
+    grep_without_m4: tuple[RuntimeModel, pd.DataFrame],
+) -> None:
+    """C3O grep, m4.2xlarge held out, each m4 context tuned on its run at 6 nodes: the band covers
+    its other runs at its level within tolerance (both sides), and is narrower next to the run
+    than at the far end of the trained scale-outs (before: one width, the guess's, everywhere)."""
+    model, test = grep_without_m4
+    under = above = total = 0
+    for cid, runs in sorted(test.groupby("context_id"), key=lambda item: str(item[0]))[::3]:
+        one = runs[runs["scale_out"] == 6].iloc[[0]].drop(columns=["context_id"])
+        rest = runs[runs["scale_out"] != 6]
+        tuned = model.finetune(one)
+        ctx = rest.iloc[0].to_dict()
+        band = tuned.band(ctx, rest["scale_out"].tolist(), 0.9)
+        assert band.calibrated_for.startswith("uncalibrated"), cid
+        actual = rest["runtime_s"].to_numpy()
+        under += int((actual <= band.upper).sum())
+        above += int((actual >= band.lower).sum())
+        total += len(actual)
+        width = tuned.band(ctx, [8, 12], 0.9)
+        near, far = np.log(width.upper / width.lower)
+        assert near < 0.75 * far, cid
+    assert total >= 100
+    assert under / total >= 0.85 and above / total >= 0.85, (under / total, above / total)
 
 
 def test_widening_outside_is_symmetric_and_grows_with_the_distance() -> None:
