@@ -757,15 +757,14 @@ class RuntimeModel:
         log_n, log_runtime = np.asarray(nearest.log_n), np.asarray(nearest.log_runtime)
         ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
         near = nearest_log_runtime(log_n, log_runtime, network, ends, ns)
-        network = network + self._one_scale_out_level(ctx, nearest, observed, ends)
+        level = self._one_scale_out_level(ctx, nearest, observed, ends)
+        network = network + level
         blend = (1 - nearest.weight) * network + nearest.weight * near
         below = ns < min(observed, default=0)
         if not below.any():
             return blend, blend
         smallest = np.array([float(min(observed))])
-        network_there = self._network_log(ctx, smallest) + self._one_scale_out_level(
-            ctx, nearest, observed, ends
-        )
+        network_there = self._network_log(ctx, smallest) + level
         near_there = nearest_log_runtime(log_n, log_runtime, network_there, ends, smallest)
         offset = (1 - nearest.weight) * (network_there - near_there)
         return blend, np.where(below, near + offset, blend)
