@@ -56,6 +56,7 @@ from airflow_provider_bellamy.model.finetuning import (
     nearest_curve,
     nearest_log_runtime,
     replicate_checks,
+    superlinear_rise,
     tuned_log_runtime,
     with_replicates,
 )
@@ -779,12 +780,17 @@ class RuntimeModel:
         pre-trained on two contexts, so a run of a machine type it never saw moves it little), and
         the residual correction that takes the rest from runs at two scale-outs on takes none from
         one (``finetuning.MIN_SCALE_OUTS_TO_CORRECT``). So the network's share of the blend is
-        offset to meet them too. From two scale-outs on: 0, the curve as before."""
+        offset to meet them too, unless they stand where the nearest curve spills. From two
+        scale-outs on: 0, the curve as before."""
         if len(observed) != 1:
             return 0.0
         ran = np.array([float(observed[0])])
         network_ran = self._network_log(ctx, ran)
         log_n, log_runtime = np.asarray(nearest.log_n), np.asarray(nearest.log_runtime)
+        # a run where the nearest curve spills says how deep the cliff is, not where the rest of
+        # the curve lies (``finetuning.combine_nearest``, the same test): the network keeps its level
+        if superlinear_rise(log_n, log_runtime, ran)[0] > self._likelihood_sd:
+            return 0.0
         return float((nearest_log_runtime(log_n, log_runtime, network_ran, ends, ran) - network_ran)[0])
 
     def _untuned_log(

@@ -285,7 +285,8 @@ def test_runs_at_one_scale_out_of_an_unseen_machine_type_are_met_by_the_whole_bl
     likelihood width holds the network's out-of-fold misfit, and no residual correction comes
     from one scale-out), so the prediction at the run's own scale-out missed it by a quarter of
     the network's miss. Now the network's share is offset to the run as well: the prediction
-    there is the run. From two scale-outs on the curve is as before."""
+    there is the run. Not at 2 nodes, where the nearest curve spills: a run there says how deep
+    the cliff is, and the network keeps its level. From two scale-outs on the curve is as before."""
     held = sgd[sgd["machine_type"] == "r4.2xlarge"]
     runs = held[held["context_id"] == sorted(held["context_id"].unique())[0]].drop(columns=["context_id"])
     ctx = runs.iloc[0].to_dict()
@@ -293,17 +294,31 @@ def test_runs_at_one_scale_out_of_an_unseen_machine_type_are_met_by_the_whole_bl
     for n in (2, 6, 12):
         run = runs[runs["scale_out"] == n].iloc[:1]
         tuned = sgd_model.finetune(run)
-        assert tuned.tuned is not None and tuned.tuned.nearest is not None
+        part = tuned.tuned
+        assert part is not None and part.nearest is not None
+        normalised = tuned._normalise(ctx)
         observed = float(run["runtime_s"].iloc[0])
+        network = tuned._network_log(normalised, np.array([float(n)]))[0]
+        spills = superlinear_rise(np.asarray(part.nearest.log_n), np.asarray(part.nearest.log_runtime), [n])[
+            0
+        ]
+        if n == 2:
+            assert spills > tuned._likelihood_sd  # the case the rule leaves alone
+            blend = tuned._nearest_blend(normalised, part.nearest, (n,), np.array([n]), np.array([network]))[
+                0
+            ]
+            near = np.interp(np.log(n), part.nearest.log_n, part.nearest.log_runtime)
+            expected = (1 - part.nearest.weight) * network + part.nearest.weight * near
+            assert float(blend[0]) == pytest.approx(float(expected), abs=1e-12)
+            continue
+        assert spills <= tuned._likelihood_sd
         assert float(tuned.predict(ctx, [n])[0]) == pytest.approx(observed, rel=1e-9)
-        network = tuned._network_log(tuned._normalise(ctx), np.array([float(n)]))[0]
         network_misses.append(abs(network - np.log(observed)))
-        # its own-run miss in the band is none either
-        assert tuned._own_miss(tuned._normalise(ctx)) == pytest.approx((0.0, 0.0), abs=1e-9)
+        # nor does the band add a miss at its own run
+        assert tuned._own_miss(normalised) == pytest.approx((0.0, 0.0), abs=1e-9)
     # the network alone does miss (or the test would say nothing)
     assert max(network_misses) > 0.02
     points = runs[runs["scale_out"].isin([4, 10])].drop_duplicates("scale_out")
-    tuned = sgd_model.finetune(points)
-    before = tuned.predict(ctx, [2, 6, 8, 12])
+    before = sgd_model.finetune(points).predict(ctx, [2, 6, 8, 12])
     monkeypatch.setattr(RuntimeModel, "_one_scale_out_level", lambda *args: 0.0)
     np.testing.assert_array_equal(sgd_model.finetune(points).predict(ctx, [2, 6, 8, 12]), before)
