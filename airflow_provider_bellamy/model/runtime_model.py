@@ -773,9 +773,8 @@ class RuntimeModel:
     def _one_scale_out_level(
         self, ctx: dict[str, str | float], nearest: NearestCurve, observed: Sequence[int], ends: np.ndarray
     ) -> float:
-        """For a context with a nearest curve whose runs stand at one scale-out: how far the tuned
-        network's curve lies below the nearest curve there (log), i.e. below the runs, which the
-        nearest curve meets. Such runs say only the level; fine-tuning takes part of it (its
+        """For a context with a nearest curve whose runs stand at one scale-out: how far (log) the
+        nearest curve, which meets the runs, lies above the tuned network's curve there. Such runs say only the level; fine-tuning takes part of it (its
         likelihood width also holds the network's out-of-fold misfit, 0.2-0.4 in log for a job
         pre-trained on two contexts, so a run of a machine type it never saw moves it little), and
         the residual correction that takes the rest from runs at two scale-outs on takes none from
