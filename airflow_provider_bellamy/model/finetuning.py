@@ -560,12 +560,18 @@ def combine_nearest(
     scale_outs: np.ndarray,
     log_y: np.ndarray,
     noise_sd: float,
+    run_sd: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One curve (log scale-outs, log runtime) from candidate nearest curves, each rescaled to the
     runs (``scale_outs``, ``log_y``) and weighted by how well its shape then fits them:
     exp(-Σ residual² / (2 noise_sd²)), a likelihood with equal prior odds (one run fits every
     candidate exactly: a level says nothing of the shape, and they count alike). The rescaling
-    weighs each run by 1 / (noise_sd² + the candidates' disagreement on the shape there).
+    weighs each run by 1 / (run_sd² + the candidates' disagreement on the shape there): ``run_sd``
+    is the runs' own scatter (the training runs' run-to-run noise; ``noise_sd`` where not given),
+    not fine-tuning's likelihood width, which also holds how far the network's curves missed
+    out of fold (a job pre-trained on two contexts: 0.2-0.4 in log) and would drown the
+    candidates' disagreement, letting a run where they disagree move the level as much as one
+    where they agree.
     ``network_at``: the network's log runtime at given scale-outs, which each candidate follows
     beyond its own scale-outs (``nearest_log_runtime``). The result lies on the union of the
     candidates' points; beyond them every candidate follows the network's shape, and so does
@@ -584,7 +590,7 @@ def combine_nearest(
     # input per node's memory is least and the curves agree most) a run says less of the level:
     # a run in a cliff that only one candidate has must not shift the whole curve by its height.
     shape = at_runs - at_runs[:, [int(np.argmax(ns))]]
-    variance = noise_sd**2 + shape.var(axis=0)
+    variance = (noise_sd if run_sd is None else run_sd) ** 2 + shape.var(axis=0)
     # How far a cliff rises is the context's own (C3O's kmeans on one machine type: 2 to 7.5× from
     # 4 nodes to 2, with its input and k): a run where a candidate spills says how deep the cliff
     # is, not where the rest of the curve lies. Its level counts only when every run is in one.

@@ -60,6 +60,7 @@ from airflow_provider_bellamy.model.finetuning import (
     nearest_curve,
     nearest_log_runtime,
     replicate_checks,
+    superlinear_rise,
     tuned_log_runtime,
     with_replicates,
 )
@@ -594,8 +595,11 @@ class RuntimeModel:
             nearest=None,
         )
         part = replace(part, nearest=self._nearest_for(ctx, self._copy(part), ns, log_y))
-        # the residual correction's data: what the tuned curve, before any correction, misses
-        curve = self._copy(part)._model_log_curves(ctx, ns.astype(np.int64))[1]
+        # the residual correction's data: what the tuned curve, before any correction, misses (the
+        # curve knows the scale-outs the runs stand at: ``_one_scale_out_level``; they lie inside
+        # the range it is known at, so the model's own curve: no continuation beyond an edge)
+        ran = replace(part, run_residuals=tuple((float(n), 0.0) for n in ns))
+        curve = self._copy(ran)._model_log_curves(ctx, ns.astype(np.int64), corrected=False)[1]
         residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
         return self._copy(replace(part, run_residuals=residuals))
 
@@ -616,7 +620,9 @@ class RuntimeModel:
         def network_at(scale_outs: np.ndarray) -> np.ndarray:
             return tuned._network_log(ctx, np.asarray(scale_outs, dtype=np.float64))
 
-        log_n, log_runtime = combine_nearest(found, network_at, ns, log_y, self._likelihood_sd)
+        log_n, log_runtime = combine_nearest(
+            found, network_at, ns, log_y, self._likelihood_sd, run_sd=float(self.calibration.noise_sd)
+        )
         return NearestCurve(tuple(log_n.tolist()), tuple(log_runtime.tolist()), NEAREST_WEIGHT)
 
     def _nearest_training_curve(
@@ -801,15 +807,39 @@ class RuntimeModel:
         log_n, log_runtime = np.asarray(nearest.log_n), np.asarray(nearest.log_runtime)
         ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
         near = nearest_log_runtime(log_n, log_runtime, network, ends, ns)
+        level = self._one_scale_out_level(ctx, nearest, observed, ends)
+        network = network + level
         blend = (1 - nearest.weight) * network + nearest.weight * near
         below = ns < min(observed, default=0)
         if not below.any():
             return blend, blend
         smallest = np.array([float(min(observed))])
-        network_there = self._network_log(ctx, smallest)
+        network_there = self._network_log(ctx, smallest) + level
         near_there = nearest_log_runtime(log_n, log_runtime, network_there, ends, smallest)
         offset = (1 - nearest.weight) * (network_there - near_there)
         return blend, np.where(below, near + offset, blend)
+
+    def _one_scale_out_level(
+        self, ctx: dict[str, str | float], nearest: NearestCurve, observed: Sequence[int], ends: np.ndarray
+    ) -> float:
+        """For a context with a nearest curve whose runs stand at one scale-out: how far (log) the
+        nearest curve, which meets the runs, lies above the tuned network's curve there. Such runs say only the level; fine-tuning takes part of it (its
+        likelihood width also holds the network's out-of-fold misfit, 0.2-0.4 in log for a job
+        pre-trained on two contexts, so a run of a machine type it never saw moves it little), and
+        the residual correction that takes the rest from runs at two scale-outs on takes none from
+        one (``finetuning.MIN_SCALE_OUTS_TO_CORRECT``). So the network's share of the blend is
+        offset to meet them too, unless they stand where the nearest curve spills. From two
+        scale-outs on: 0, the curve as before."""
+        if len(observed) != 1:
+            return 0.0
+        ran = np.array([float(observed[0])])
+        network_ran = self._network_log(ctx, ran)
+        log_n, log_runtime = np.asarray(nearest.log_n), np.asarray(nearest.log_runtime)
+        # a run where the nearest curve spills says how deep the cliff is, not where the rest of
+        # the curve lies (``finetuning.combine_nearest``, the same test): the network keeps its level
+        if superlinear_rise(log_n, log_runtime, ran)[0] > self._likelihood_sd:
+            return 0.0
+        return float((nearest_log_runtime(log_n, log_runtime, network_ran, ends, ran) - network_ran)[0])
 
     def _untuned_log(
         self,

@@ -249,3 +249,76 @@ def test_below_its_smallest_run_a_context_follows_the_nearest_curves_shape(
         np.log(band.mean),
         tuned._log_curves(ctx, ns)[1],
     )
+
+
+def test_the_level_comes_from_where_the_candidates_agree_at_the_runs_own_noise() -> None:
+    """Two candidates a little apart at 2 nodes (0.3 in log, no cliff), in step from 4 on; the
+    context's runs at 2 and 8 nodes. Fine-tuning's likelihood width (0.4: a job pre-trained on two
+    contexts, whose network missed by that much out of fold) is no measure of how far a run
+    scatters; at the runs' own noise (0.03) the run at 2, where the candidates disagree, says
+    little of the level: the curve from 4 on goes through the run at 8 nodes."""
+    log_n = np.log(np.array(GRID, dtype=float))
+    one = 5.0 - 0.8 * log_n
+    other = one + np.where(log_n < np.log(3), 0.3, 0.0)
+    ns = np.array([2.0, 8.0])
+    log_y = np.array([5.0 - 0.8 * np.log(2.0) + 0.45, 4.7 - 0.8 * np.log(8.0)])
+    beyond = None
+    misses = {}
+    for run_sd in (None, 0.03):
+        at, combined = combine_nearest(
+            [(log_n, one), (log_n, other)], _flat, ns, log_y, noise_sd=0.4, run_sd=run_sd
+        )
+        misses[run_sd] = float(np.interp(np.log(8.0), at, combined)) - log_y[1]
+        beyond = at >= np.log(4.0) - 1e-9
+        if run_sd is not None:
+            np.testing.assert_allclose(combined[beyond], 4.7 - 0.8 * at[beyond], atol=0.02)
+    assert beyond is not None
+    # at the likelihood width the run at 2 pulled the level up by a good part of its misfit
+    assert misses[None] > 0.1 > abs(misses[0.03])
+
+
+def test_runs_at_one_scale_out_of_an_unseen_machine_type_are_met_by_the_whole_blend(
+    sgd: pd.DataFrame, sgd_model: RuntimeModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One run of an sgd context on r4.2xlarge (a machine type the model never saw) says its level.
+    The nearest curve meets it; the tuned network's share of the blend did not (fine-tuning's
+    likelihood width holds the network's out-of-fold misfit, and no residual correction comes
+    from one scale-out), so the prediction at the run's own scale-out missed it by a quarter of
+    the network's miss. Now the network's share is offset to the run as well: the prediction
+    there is the run. Not at 2 nodes, where the nearest curve spills: a run there says how deep
+    the cliff is, and the network keeps its level. From two scale-outs on the curve is as before."""
+    held = sgd[sgd["machine_type"] == "r4.2xlarge"]
+    runs = held[held["context_id"] == sorted(held["context_id"].unique())[0]].drop(columns=["context_id"])
+    ctx = runs.iloc[0].to_dict()
+    network_misses = []
+    for n in (2, 6, 12):
+        run = runs[runs["scale_out"] == n].iloc[:1]
+        tuned = sgd_model.finetune(run)
+        part = tuned.tuned
+        assert part is not None and part.nearest is not None
+        normalised = tuned._normalise(ctx)
+        observed = float(run["runtime_s"].iloc[0])
+        network = tuned._network_log(normalised, np.array([float(n)]))[0]
+        spills = superlinear_rise(np.asarray(part.nearest.log_n), np.asarray(part.nearest.log_runtime), [n])[
+            0
+        ]
+        if n == 2:
+            assert spills > tuned._likelihood_sd  # the case the rule leaves alone
+            blend = tuned._nearest_blend(normalised, part.nearest, (n,), np.array([n]), np.array([network]))[
+                0
+            ]
+            near = np.interp(np.log(n), part.nearest.log_n, part.nearest.log_runtime)
+            expected = (1 - part.nearest.weight) * network + part.nearest.weight * near
+            assert float(blend[0]) == pytest.approx(float(expected), abs=1e-12)
+            continue
+        assert spills <= tuned._likelihood_sd
+        assert float(tuned.predict(ctx, [n])[0]) == pytest.approx(observed, rel=1e-9)
+        network_misses.append(abs(network - np.log(observed)))
+        # nor does the band add a miss at its own run
+        assert tuned._own_miss(normalised) == pytest.approx((0.0, 0.0), abs=1e-9)
+    # the network alone does miss (or the test would say nothing)
+    assert max(network_misses) > 0.02
+    points = runs[runs["scale_out"].isin([4, 10])].drop_duplicates("scale_out")
+    before = sgd_model.finetune(points).predict(ctx, [2, 6, 8, 12])
+    monkeypatch.setattr(RuntimeModel, "_one_scale_out_level", lambda *args: 0.0)
+    np.testing.assert_array_equal(sgd_model.finetune(points).predict(ctx, [2, 6, 8, 12]), before)
