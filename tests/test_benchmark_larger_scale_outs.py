@@ -19,20 +19,11 @@ from airflow_provider_bellamy.benchmarks.common import (
 )
 from airflow_provider_bellamy.benchmarks.sizing import K_SIZING, TARGETS_PER_CONTEXT, run_sizing
 from airflow_provider_bellamy.cli import main
-from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError
 
+from .test_benchmark_transfer import _sort_contexts
+
 PROTOCOL = "larger-scale-outs"
-
-
-def _sort_contexts(per_machine_type: int) -> pd.DataFrame:
-    """The first ``per_machine_type`` bundled C3O sort contexts of each machine type, as a user's
-    export would hold them."""
-    runs = load_traces("c3o", job_type="sort").drop(columns=["dataset"])
-    keys = [c for c in runs.columns if c not in ("scale_out", "runtime_s")]
-    runs["_ctx"] = runs.groupby(keys, dropna=False, sort=True).ngroup()
-    rank = runs.groupby("machine_type")["_ctx"].rank(method="dense")
-    return runs[rank <= per_machine_type].drop(columns="_ctx").reset_index(drop=True)
 
 
 def test_c3o_holds_out_its_two_largest_scale_outs_in_the_folds_and_never_trains_above_the_cut() -> None:
