@@ -985,6 +985,17 @@ class RuntimeModel:
             lo_q, hi_q = lo_q - grow, hi_q + grow
         low = np.where(spanned, np.minimum(mean, network), mean)
         high = np.where(spanned, np.maximum(mean, network), mean)
+        if beyond is not None:
+            # a third guess there: the curve keeping the rate it falls at over the last octave (a
+            # power law), which a job still far from its serial part follows further than Amdahl's
+            # curve does (C3O's grep at 10-12 nodes, fitted on 2-8: the band's lower bound held
+            # 83-87 % of its runs with the two)
+            known = _last_octave(edges)
+            at_known = self._model_log_curves(ctx, known, ext)[1]
+            if np.isfinite(at_known).all():
+                rate = power_law_log_runtime(ns, known, at_known)
+                low = np.where(far, np.minimum(low, rate), low)
+                high = np.where(far, np.maximum(high, rate), high)
         if outside and tuned and self.check_count < MIN_CHECKS:
             # Before a context from elsewhere has checks of its own, the miss its tuned curve keeps
             # at its own runs is the one measure of its error the tables did not take (their
@@ -1677,6 +1688,17 @@ def continued_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.
         a, b = 0.0, at_edge * edge
     with np.errstate(divide="ignore"):
         return np.log(np.maximum(a + b / np.asarray(ns, dtype=np.float64), 1e-12))
+
+
+def power_law_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
+    """Log seconds at ``ns`` on the power law that meets the model's curve at the largest scale-out
+    it is known at (``known_n[-1]``) with the curve's least-squares log-log slope over ``known_n``:
+    the rate it falls (or rises) at there, kept. Beside ``continued_log_runtime`` in the band
+    beyond the edge: Amdahl's curve flattens, this one does not."""
+    x = np.log(np.asarray(known_n, dtype=np.float64))
+    y = np.asarray(log_at_known, dtype=np.float64)
+    slope = float(np.polyfit(x, y, 1)[0]) if len(x) > 1 and np.ptp(x) > 0 else 0.0
+    return y[-1] + slope * (np.log(np.asarray(ns, dtype=np.float64)) - x[-1])
 
 
 def _last_octave(edges: tuple[int, int]) -> np.ndarray:

@@ -7,7 +7,11 @@ import pandas as pd
 import pytest
 
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.runtime_model import _last_octave, continued_log_runtime
+from airflow_provider_bellamy.model.runtime_model import (
+    _last_octave,
+    continued_log_runtime,
+    power_law_log_runtime,
+)
 
 from .conftest import FAST
 
@@ -31,6 +35,13 @@ def test_a_curve_falling_faster_than_one_over_n_continues_as_perfect_speed_up() 
     at_edges = np.log([100.0, 40.0])  # 4 → 6 nodes: 2.5× faster for 1.5× the nodes
     got = np.exp(continued_log_runtime(np.array([12.0, 24.0]), np.array([4.0, 6.0]), at_edges))
     np.testing.assert_allclose(got, [40.0 * 6 / 12, 40.0 * 6 / 24])
+
+
+def test_the_power_law_keeps_the_octaves_rate() -> None:
+    """t ∝ n^-0.8 over the octave continues as itself from the edge."""
+    known = np.geomspace(4.0, 8.0, 8)
+    got = power_law_log_runtime(np.array([16.0, 32.0]), known, np.log(1000.0 * known**-0.8))
+    np.testing.assert_allclose(np.exp(got), 1000.0 * np.array([16.0, 32.0]) ** -0.8)
 
 
 def test_a_curve_rising_at_the_edge_stays_bounded() -> None:
@@ -69,9 +80,13 @@ def test_beyond_the_trained_scale_outs_the_prediction_continues_from_the_edge(
     )
     np.testing.assert_allclose(grep_to_six.predict(ctx, beyond.tolist()), expected, rtol=1e-9)
     network = np.exp(grep_to_six._network_log(grep_to_six._normalise(ctx), beyond.astype(float)))
+    rate = np.exp(
+        power_law_log_runtime(beyond.astype(float), known, grep_to_six._model_log_curves(norm, known)[1])
+    )
     band = grep_to_six.band(ctx, beyond.tolist())
-    assert np.all(band.lower <= np.minimum(network, expected) * (1 + 1e-9))
-    assert np.all(band.upper >= np.maximum(network, expected) * (1 - 1e-9))
+    guesses = np.stack([network, expected, rate])
+    assert np.all(band.lower <= guesses.min(axis=0) * (1 + 1e-9))
+    assert np.all(band.upper >= guesses.max(axis=0) * (1 - 1e-9))
     # inside the trained scale-outs nothing changes: the model's own curve
     ns = np.array([2.0, 4.0, 6.0])
     np.testing.assert_array_equal(
