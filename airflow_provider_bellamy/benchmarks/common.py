@@ -178,6 +178,12 @@ class BenchmarkRuns:
                     f"{runs['scale_out'].nunique()} scale-out(s): fewer than {MIN_SCALE_OUTS}, no {third} "
                     "third to hold out with scale-outs left to fine-tune on"
                 )
+            elif (
+                self.protocol in SCALE_OUT_SIDE
+                and self.structure == "leave-job-out"
+                and (why := self._unservable(runs))
+            ):
+                skipped[str(job)] = why
             elif self.structure == "folds" and runs["context_id"].nunique() < 2:
                 skipped[str(job)] = "one context: nothing of its job type left to pre-train on"
             elif self.structure == "leave-job-out" and (self.runs["job_type"] == job).all():
@@ -194,6 +200,30 @@ class BenchmarkRuns:
                 if len(self._values(same_job)) < 2:
                     skipped[str(job)] = "one machine type: no run of its job type on another to pre-train on"
         return skipped
+
+    def _unservable(self, runs: pd.DataFrame) -> str | None:
+        """Why the runs left to pre-train on, a job type's held out as leave-job-out holds them with
+        every run past its cut gone, cannot serve it (None: they can). The cut can leave few other
+        job types (Bell's smaller-scale-outs: C3O ran at 2..12, all below Bell's cut), and a model
+        refuses a job type it never saw where it knows one job type only, or where the job type
+        lacks a property every training run gives (``FeatureSchema.required_for``)."""
+        side = SCALE_OUT_SIDE[self.protocol]
+        cut, _ = _scale_out_cut(runs, side)
+        others = self.runs[~self.runs["context_id"].isin(set(runs["context_id"]))]
+        train = others[~_past(others["scale_out"], cut, side)]
+        kept = (
+            f"the other job types' runs {'at or below' if side == 'above' else 'at or above'} the cut, {cut}"
+        )
+        if train["job_type"].nunique() < 2:
+            return f"fewer than two job types among {kept}: the model refuses a job type it never saw"
+        given = [c for c in context_columns(train.columns) if train[c].notna().all()]
+        lacking = [c for c in given if c not in runs.columns or runs[c].isna().any()]
+        if lacking:
+            return (
+                f"lacks {', '.join(lacking)}, which every run left to pre-train on ({kept}) gives: "
+                "the model refuses a job type it never saw without it"
+            )
+        return None
 
     def values_skipped(self) -> dict[str, dict[str, str]]:
         """Per job type, the runs a transfer protocol evaluates but cannot hold out (no value of
