@@ -454,7 +454,7 @@ def _summarise(
         policies[policy]["interval_95"] = interval
     per_algorithm, per_task = _where_the_cost_goes(tally)
     past = _past_the_cut(tally)
-    past_key = CUT_REPORT.get(SCALE_OUT_SIDE.get(protocol or ""), ("",))[0]
+    side = SCALE_OUT_SIDE.get(protocol or "")
     return {
         "benchmark": "sizing",
         "dataset": dataset,
@@ -468,7 +468,7 @@ def _summarise(
         "draws": len(tally.draws()),
         "policies": policies,
         "per_k": {str(k): {p: stats(p, (k,)) for p in tally.policies} for k in ks},
-        **({past_key: past} if past and past_key else {}),
+        **({CUT_REPORT[side][0]: past} if past and side else {}),
         "per_algorithm": per_algorithm,
         "per_task": per_task,
         "seconds": round(seconds, 1),
