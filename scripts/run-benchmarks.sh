@@ -14,7 +14,8 @@ if [ ${#names[@]} -eq 0 ]; then
   names=(accuracy-c3o-leave-machine-type-out sizing-c3o-leave-machine-type-out accuracy-c3o sizing-c3o
          accuracy-c3o-leave-size-out sizing-c3o-leave-size-out accuracy-bell sizing-bell
          sizing-c3o-leave-job-out accuracy-c3o-larger-scale-outs sizing-c3o-larger-scale-outs
-         accuracy-bell-larger-scale-outs sizing-bell-larger-scale-outs)
+         accuracy-bell-larger-scale-outs sizing-bell-larger-scale-outs accuracy-c3o-smaller-scale-outs
+         sizing-c3o-smaller-scale-outs accuracy-bell-smaller-scale-outs sizing-bell-smaller-scale-outs)
 fi
 read -r -a bellamy <<< "${BELLAMY:-bellamy}"
 workers=${WORKERS:-$(nproc)}
@@ -36,10 +37,10 @@ for name in "${names[@]}"; do
     sizing-c3o-leave-machine-type-out) run "$name" sizing --dataset c3o --protocol leave-machine-type-out ;;
     accuracy-c3o-leave-size-out) run "$name" accuracy --dataset c3o --protocol leave-size-out ;;
     sizing-c3o-leave-size-out) run "$name" sizing --dataset c3o --protocol leave-size-out ;;
-    accuracy-c3o-larger-scale-outs) run "$name" accuracy --dataset c3o --protocol larger-scale-outs ;;
-    sizing-c3o-larger-scale-outs) run "$name" sizing --dataset c3o --protocol larger-scale-outs ;;
-    accuracy-bell-larger-scale-outs) run "$name" accuracy --dataset bell --protocol larger-scale-outs ;;
-    sizing-bell-larger-scale-outs) run "$name" sizing --dataset bell --protocol larger-scale-outs ;;
+    accuracy-*-scale-outs | sizing-*-scale-outs)
+      # BENCHMARK-DATASET-(larger|smaller)-scale-outs
+      IFS=- read -r benchmark dataset side _ <<< "$name"
+      run "$name" "$benchmark" --dataset "$dataset" --protocol "$side-scale-outs" ;;
     accuracy-c3o) run "$name" accuracy --dataset c3o ;;
     sizing-c3o) run "$name" sizing --dataset c3o ;;
     accuracy-bell) run "$name" accuracy --dataset bell ;;

@@ -53,31 +53,41 @@ class HeldOutTask:
     train: pd.DataFrame
     held_out: pd.DataFrame
     held_out_value: str | None = None
-    # larger-scale-outs: the held-out job type's largest kept scale-out; the held-out contexts are
-    # fine-tuned on runs at or below it and tested on their runs above it, none of which (nor any
-    # training run above it) the model saw
+    # the scale-out protocols: the held-out job type's kept scale-out nearest the held-out ones (its
+    # largest for larger-scale-outs, its smallest for smaller-scale-outs); the held-out contexts are
+    # fine-tuned on runs at the kept scale-outs and tested on their runs past the cut, on ``side``
+    # ("above" or "below"), none of which (nor any training run past it) the model saw
     cut: int | None = None
+    side: str = "above"
 
     def label(self) -> str:
         """Which split this is, for progress lines."""
         base = f"fold {self.fold}" if self.held_out_value is None else f"held out {self.held_out_value}"
-        return base if self.cut is None else f"{base}, scale-out > {self.cut}"
+        return (
+            base
+            if self.cut is None
+            else f"{base}, scale-out {'>' if self.side == 'above' else '<'} {self.cut}"
+        )
+
+    def past_cut(self, scale_out: Any) -> Any:
+        """Whether ``scale_out`` (a number or a Series) lies on the held-out side of the cut."""
+        return _past(scale_out, self.cut, self.side)
 
     def draw(
         self, context_runs: pd.DataFrame, k: int, rng: np.random.Generator
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """A held-out context's k fine-tuning runs and its test runs (``draw_points``); with a
-        ``cut``, the k runs are drawn among those at or below it (the same draw on those runs) and
-        every run above it is tested."""
+        ``cut``, the k runs are drawn among the kept ones (the same draw on those runs) and every
+        run past the cut is tested."""
         if self.cut is None:
             return draw_points(context_runs, k, rng)
-        kept = context_runs["scale_out"] <= self.cut
+        kept = ~self.past_cut(context_runs["scale_out"])
         points, _ = draw_points(context_runs[kept], k, rng)
         return points, context_runs[~kept]
 
     def draws_fall_short(self, points: pd.DataFrame, k: int) -> bool:
-        """Whether a draw of k runs found fewer than k scale-outs to draw from, and larger-scale-outs
-        leaves the context out at that k (it reports the k its kept scale-outs allow, not a smaller
+        """Whether a draw of k runs found fewer than k scale-outs to draw from, and a scale-out
+        protocol leaves the context out at that k (it reports the k its kept scale-outs allow, not a smaller
         draw under k's name). The other protocols keep every draw as before: there a short draw
         leaves no run to test."""
         return self.cut is not None and len(points) < k
@@ -98,6 +108,9 @@ class HeldOutTask:
 # contexts (the set's own split: C3O and a file by folds, Bell by leave-job-out) are fine-tuned on runs at
 # the kept (smaller) scale-outs and tested at the larger ones, and no training run of any job type above
 # the kept ones is pre-trained on (a deployment grows to clusters larger than any the model saw).
+# "smaller-scale-outs" is its mirror: the smallest third held out, fine-tuned at the kept (larger)
+# scale-outs, tested at the smaller ones, no training run below the kept ones (a team whose history
+# is on large clusters asks whether a smaller, cheaper one still meets its deadline).
 PROTOCOLS = (
     "folds",
     "leave-job-out",
@@ -105,22 +118,25 @@ PROTOCOLS = (
     "leave-environment-out",
     "leave-size-out",
     "larger-scale-outs",
+    "smaller-scale-outs",
 )
+# the scale-out protocols and the side of the cut each holds out
+SCALE_OUT_SIDE = {"larger-scale-outs": "above", "smaller-scale-outs": "below"}
 # the context property each transfer protocol holds out whole
 HELD_OUT_DIMENSION = {"leave-machine-type-out": "machine_type", "leave-environment-out": "environment"}
 # what each bundled set may be split by: its own protocol first (the default, whose report stays
 # as it was), then the transfer protocols its runs can serve (C3O ran on three machine types, one
 # environment; Bell on one of each)
 BUNDLED_PROTOCOLS = {
-    "c3o": ("folds", "leave-machine-type-out", "leave-size-out", "larger-scale-outs"),
-    "bell": ("leave-job-out", "larger-scale-outs"),
+    "c3o": ("folds", "leave-machine-type-out", "leave-size-out", "larger-scale-outs", "smaller-scale-outs"),
+    "bell": ("leave-job-out", "larger-scale-outs", "smaller-scale-outs"),
 }
 # the input size leave-size-out holds the ends of; a job type needs this many distinct sizes (an end
 # held out, sizes left on both sides of the middle to pre-train on)
 SIZE_PROPERTY = "data_size_mb"
 MIN_SIZES = 3
-# larger-scale-outs: a job type needs this many distinct scale-outs (a larger third held out, at least
-# two below it to fine-tune on and draw k from)
+# the scale-out protocols: a job type needs this many distinct scale-outs (a third held out at one
+# end, at least two kept to fine-tune on and draw k from)
 MIN_SCALE_OUTS = 3
 
 
@@ -142,9 +158,9 @@ class BenchmarkRuns:
 
     @property
     def structure(self) -> str:
-        """Which contexts a task holds out: the protocol's own split, or for larger-scale-outs the
-        set's (Bell: leave-job-out, its one context per job; C3O and a file: folds)."""
-        if self.protocol != "larger-scale-outs":
+        """Which contexts a task holds out: the protocol's own split, or for the scale-out protocols
+        the set's (Bell: leave-job-out, its one context per job; C3O and a file: folds)."""
+        if self.protocol not in SCALE_OUT_SIDE:
             return self.protocol
         return "leave-job-out" if self.bundled and self.name == "bell" else "folds"
 
@@ -156,11 +172,18 @@ class BenchmarkRuns:
         """Evaluated job types no split can hold out, and why."""
         skipped = {}
         for job, runs in self.runs[self.evaluated].groupby("job_type", sort=True):
-            if self.protocol == "larger-scale-outs" and runs["scale_out"].nunique() < MIN_SCALE_OUTS:
+            if self.protocol in SCALE_OUT_SIDE and runs["scale_out"].nunique() < MIN_SCALE_OUTS:
+                third = "larger" if SCALE_OUT_SIDE[self.protocol] == "above" else "smaller"
                 skipped[str(job)] = (
-                    f"{runs['scale_out'].nunique()} scale-out(s): fewer than {MIN_SCALE_OUTS}, no larger "
+                    f"{runs['scale_out'].nunique()} scale-out(s): fewer than {MIN_SCALE_OUTS}, no {third} "
                     "third to hold out with scale-outs left to fine-tune on"
                 )
+            elif (
+                self.protocol in SCALE_OUT_SIDE
+                and self.structure == "leave-job-out"
+                and (why := self._unservable(runs))
+            ):
+                skipped[str(job)] = why
             elif self.structure == "folds" and runs["context_id"].nunique() < 2:
                 skipped[str(job)] = "one context: nothing of its job type left to pre-train on"
             elif self.structure == "leave-job-out" and (self.runs["job_type"] == job).all():
@@ -177,6 +200,30 @@ class BenchmarkRuns:
                 if len(self._values(same_job)) < 2:
                     skipped[str(job)] = "one machine type: no run of its job type on another to pre-train on"
         return skipped
+
+    def _unservable(self, runs: pd.DataFrame) -> str | None:
+        """Why the runs left to pre-train on, a job type's held out as leave-job-out holds them with
+        every run past its cut gone, cannot serve it (None: they can). The cut can leave few other
+        job types (Bell's smaller-scale-outs: C3O ran at 2..12, all below Bell's cut), and a model
+        refuses a job type it never saw where it knows one job type only, or where the job type
+        lacks a property every training run gives (``FeatureSchema.required_for``)."""
+        side = SCALE_OUT_SIDE[self.protocol]
+        cut, _ = _scale_out_cut(runs, side)
+        others = self.runs[~self.runs["context_id"].isin(set(runs["context_id"]))]
+        train = others[~_past(others["scale_out"], cut, side)]
+        kept = (
+            f"the other job types' runs {'at or below' if side == 'above' else 'at or above'} the cut, {cut}"
+        )
+        if train["job_type"].nunique() < 2:
+            return f"fewer than two job types among {kept}: the model refuses a job type it never saw"
+        given = [c for c in context_columns(train.columns) if train[c].notna().all()]
+        lacking = [c for c in given if c not in runs.columns or runs[c].isna().any()]
+        if lacking:
+            return (
+                f"lacks {', '.join(lacking)}, which every run left to pre-train on ({kept}) gives: "
+                "the model refuses a job type it never saw without it"
+            )
+        return None
 
     def values_skipped(self) -> dict[str, dict[str, str]]:
         """Per job type, the runs a transfer protocol evaluates but cannot hold out (no value of
@@ -206,10 +253,10 @@ class BenchmarkRuns:
         elif self.protocol == "leave-size-out":
             fields["held_out_property"] = SIZE_PROPERTY
             fields["skipped_held_out"] = self.values_skipped()
-        elif self.protocol == "larger-scale-outs":
+        elif self.protocol in SCALE_OUT_SIDE:
             skipped = self.job_types_skipped()
             fields["held_out_scale_outs"] = {
-                str(job): _larger_scale_outs(runs)[1]
+                str(job): _scale_out_cut(runs, SCALE_OUT_SIDE[self.protocol])[1]
                 for job, runs in self.runs[self.evaluated].groupby("job_type", sort=True)
                 if str(job) not in skipped
             }
@@ -217,8 +264,8 @@ class BenchmarkRuns:
 
 
 def render_skipped(report: dict[str, Any]) -> None:
-    """Name the job types (and held-out values) a report left out, and why; larger-scale-outs: the
-    scale-outs each job type held out."""
+    """Name the job types (and held-out values) a report left out, and why; the scale-out protocols:
+    the scale-outs each job type held out."""
     from rich.console import Console
 
     held = report.get("held_out_scale_outs") or {}
@@ -279,7 +326,7 @@ def benchmark_runs(
             f"holds out {dimension} values, and {Path(traces).name} has no {dimension} column",
         )
     own = with_context_ids(own)
-    if protocol in ("folds", "leave-machine-type-out", "leave-size-out", "larger-scale-outs"):
+    if protocol in ("folds", "leave-machine-type-out", "leave-size-out", *SCALE_OUT_SIDE):
         runs, evaluated = own.reset_index(drop=True), np.ones(len(own), dtype=bool)
     else:
         bundled = with_context_ids(load_traces())
@@ -306,10 +353,12 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
     leave-size-out: per job type, the contexts at its largest third of input sizes held out
     together (fold 0), then those at its smallest third (fold 1), each pre-trained on the job
     type's other runs (runs without a size are trained on). larger-scale-outs: per job type, the
-    largest third of its distinct scale-outs held out (``_larger_scale_outs``); the set's own split
+    largest third of its distinct scale-outs held out (``_scale_out_cut``); the set's own split
     (``BenchmarkRuns.structure``: the folds' seeded folds, or the job type's contexts held out
     together) with every training run above the cut left out, and of a held-out split the
     contexts with a run above the cut (fine-tuned below it, tested above it: ``HeldOutTask.draw``).
+    smaller-scale-outs: the same with the smallest third held out (fine-tuned above the cut,
+    tested below it, no training run below it).
     Job types ``job_types_skipped`` names are left out.
     """
     data = source if isinstance(source, BenchmarkRuns) else benchmark_runs(source)
@@ -317,8 +366,8 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
     for algorithm, runs in data.runs[data.evaluated].groupby("job_type", sort=True):
         if str(algorithm) in skipped:
             continue
-        if data.protocol == "larger-scale-outs":
-            yield from _larger_scale_out_tasks(data, str(algorithm), runs, seed)
+        if data.protocol in SCALE_OUT_SIDE:
+            yield from _scale_out_tasks(data, str(algorithm), runs, seed)
         elif data.protocol == "folds":
             ctx = np.array(sorted(runs["context_id"].unique()))
             order = np.random.default_rng(seed).permutation(len(ctx))
@@ -353,21 +402,30 @@ def held_out_tasks(source: BenchmarkRuns | str, seed: int) -> Iterator[HeldOutTa
                 )
 
 
-def _larger_scale_outs(runs: pd.DataFrame) -> tuple[int, list[int]]:
-    """larger-scale-outs' cut of one job type's runs: its largest kept scale-out, and the held-out
-    ones above it (the largest third of its distinct scale-outs, at least one)."""
+def _scale_out_cut(runs: pd.DataFrame, side: str) -> tuple[int, list[int]]:
+    """One job type's cut at one end of its distinct scale-outs: the third at ``side`` ("above":
+    the largest, "below": the smallest; at least one) held out, and the kept scale-out next to them
+    (the cut), with the held-out ones ascending."""
     scale_outs = sorted(int(n) for n in runs["scale_out"].unique())
     held = math.ceil(len(scale_outs) / 3)
-    return scale_outs[-held - 1], scale_outs[-held:]
+    if side == "above":
+        return scale_outs[-held - 1], scale_outs[-held:]
+    return scale_outs[held], scale_outs[:held]
 
 
-def _larger_scale_out_tasks(
+def _past(scale_out: Any, cut: Any, side: str) -> Any:
+    """Whether ``scale_out`` (a number or a Series) lies past ``cut`` on ``side``."""
+    return scale_out > cut if side == "above" else scale_out < cut
+
+
+def _scale_out_tasks(
     data: BenchmarkRuns, algorithm: str, runs: pd.DataFrame, seed: int
 ) -> Iterator[HeldOutTask]:
-    """The larger-scale-outs tasks of one job type (its evaluated ``runs``): its contexts held out as
-    the set's own split holds them, no training run above the cut. A held-out context without a run
-    above the cut has nothing to test and is left out of the task (and of its training data)."""
-    cut, _ = _larger_scale_outs(runs)
+    """The scale-out protocol's tasks of one job type (its evaluated ``runs``): its contexts held out
+    as the set's own split holds them, no training run past the cut. A held-out context without a
+    run past the cut has nothing to test and is left out of the task (and of its training data)."""
+    side = SCALE_OUT_SIDE[data.protocol]
+    cut, _ = _scale_out_cut(runs, side)
     if data.structure == "folds":
         ctx = np.array(sorted(runs["context_id"].unique()))
         order = np.random.default_rng(seed).permutation(len(ctx))
@@ -382,12 +440,12 @@ def _larger_scale_out_tasks(
         splits = [(0, pool, pool["context_id"].isin(set(runs["context_id"])))]
         evaluated = pd.Series(data.evaluated, index=pool.index)
     for fold, pool, held in splits:
-        train = pool[~held & (pool["scale_out"] <= cut)]
+        train = pool[~held & ~_past(pool["scale_out"], cut, side)]
         held_out = pool[held & evaluated.loc[pool.index]]
-        tested = held_out.loc[held_out["scale_out"] > cut, "context_id"].unique()
+        tested = held_out.loc[_past(held_out["scale_out"], cut, side), "context_id"].unique()
         held_out = held_out[held_out["context_id"].isin(set(tested))]
         if not held_out.empty:
-            yield HeldOutTask(algorithm, fold, train, held_out, cut=cut)
+            yield HeldOutTask(algorithm, fold, train, held_out, cut=cut, side=side)
 
 
 def _sizes(runs: pd.DataFrame) -> list[float]:

@@ -30,6 +30,7 @@ import pandas as pd
 
 from airflow_provider_bellamy.benchmarks.common import (
     BOOTSTRAP_RESAMPLES,
+    SCALE_OUT_SIDE,
     BenchmarkRuns,
     GbmBaseline,
     HeldOutTask,
@@ -71,13 +72,23 @@ TARGETS_PER_CONTEXT = {
     "leave-environment-out": 6,
     "leave-size-out": 6,
 }
-# larger-scale-outs follows the set's own split (BenchmarkRuns.structure) and its targets per context
+# the scale-out protocols follow the set's own split (BenchmarkRuns.structure) and its targets per context
 # Fine-tuning draws per held-out task and k. Every target of a draw rests on the same k runs, so
 # the draws, not the targets, carry the replay's variance: with Bell's one held-out context per
 # job, one draw decided all 40 targets of a k, and the same models read 1.077-1.120 x the
 # oracle's node-seconds across six draws. A task with fewer contexts than this draws each
 # context's runs again (C3O's folds hold >= 4 contexts: one draw each, as before).
 MIN_DRAWS_PER_TASK = 4
+# Per side of a scale-out protocol's cut, the report's key for the decisions whose oracle's choice lies
+# past it, and what they are. Below the cut: a smaller cluster than any trained meets the deadline;
+# there underpredicting misses it, overpredicting forgoes the saving.
+CUT_REPORT = {
+    "above": (
+        "beyond_cut",
+        "only a scale-out above the cut meets (the oracle's choice larger than any trained)",
+    ),
+    "below": ("below_cut", "a scale-out below the cut meets (the oracle's choice smaller than any trained)"),
+}
 
 
 def _choose(
@@ -105,9 +116,10 @@ class _Tally:
         self.node_s: dict[str, dict[int, list[float]]] = {p: defaultdict(list) for p in policies}
         self.units: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
         self.where: dict[int, list[tuple[str, str]]] = defaultdict(list)
-        # larger-scale-outs: per decision, whether only a scale-out above the cut (larger than any
-        # the model saw) meets its target in every real run, i.e. the oracle's choice lies above it
-        self.beyond: dict[int, list[bool]] = defaultdict(list)
+        # the scale-out protocols: per decision, whether the oracle's choice lies past the cut (a
+        # scale-out the model never saw: larger-scale-outs, only a larger one meets the target in
+        # every real run; smaller-scale-outs, a smaller one than any trained meets it)
+        self.past_cut: dict[int, list[bool]] = defaultdict(list)
         self.records: list[dict[str, Any]] | None = [] if record else None
 
     def draws(self) -> list[tuple[Any, ...]]:
@@ -119,7 +131,7 @@ class _Tally:
         for k, units in other.units.items():
             self.units[k].extend(units)
             self.where[k].extend(other.where[k])
-            self.beyond[k].extend(other.beyond[k])
+            self.past_cut[k].extend(other.past_cut[k])
         for policy in self.policies:
             for k, hits in other.hits[policy].items():
                 self.hits[policy][k].extend(hits)
@@ -134,12 +146,12 @@ class _Tally:
         where: tuple[str, str],
         outcomes: dict[str, tuple[bool, float]],
         record: dict[str, Any] | None = None,
-        beyond: bool | None = None,
+        past_cut: bool | None = None,
     ) -> None:
         self.units[k].append(unit)
         self.where[k].append(where)
-        if beyond is not None:
-            self.beyond[k].append(beyond)
+        if past_cut is not None:
+            self.past_cut[k].append(past_cut)
         for policy, (hit, node_seconds) in outcomes.items():
             self.hits[policy][k].append(hit)
             self.node_s[policy][k].append(node_seconds)
@@ -196,7 +208,9 @@ def run_sizing(
     if decisions is not None and tally.records is not None:
         _write_lines(tally.records, decisions)
     seconds = time.perf_counter() - started
-    return _summarise(tally, data.name, confidence, seeds, quick, seconds, min_draws, data.report_fields())
+    return _summarise(
+        tally, data.name, confidence, seeds, quick, seconds, min_draws, data.report_fields(), data.protocol
+    )
 
 
 def _replay_task(
@@ -311,7 +325,7 @@ class _TaskReplay:
         context, each decided by every policy."""
         confidence, rng = self.confidence, self.rng
         draws = {c.cid: self.task.draw(c.runs, k, rng)[0] for c in self.contexts}
-        # larger-scale-outs decides a k only for contexts with k scale-outs at or below the cut
+        # a scale-out protocol decides a k only for contexts with k kept scale-outs
         contexts = [c for c in self.contexts if not self.task.draws_fall_short(draws[c.cid], k)]
         if not contexts:
             return
@@ -375,9 +389,9 @@ class _TaskReplay:
                 record = None
                 if self.tally.records is not None:
                     record = self._record(c, k, draw, float(target), points, bands, choice, outcomes)
-                beyond = None if self.task.cut is None else choice["oracle"] > self.task.cut
+                past = None if self.task.cut is None else bool(self.task.past_cut(choice["oracle"]))
                 # the unit of the bootstrap: one context's draw of k runs
-                self.tally.add(k, (self.task.algorithm, c.cid, k, *draw), where, outcomes, record, beyond)
+                self.tally.add(k, (self.task.algorithm, c.cid, k, *draw), where, outcomes, record, past)
 
     def _record(
         self,
@@ -390,7 +404,7 @@ class _TaskReplay:
         choice: dict[str, int],
         outcomes: dict[str, tuple[bool, float]],
     ) -> dict[str, Any]:
-        """One decision in full, as ``--decisions`` writes it (larger-scale-outs: with the cut)."""
+        """One decision in full, as ``--decisions`` writes it (the scale-out protocols: with the cut)."""
         floats = lambda values: [float(v) for v in values]  # noqa: E731
         cut = {} if self.task.cut is None else {"cut": self.task.cut}
         return {
@@ -425,6 +439,7 @@ def _summarise(
     seconds: float,
     min_draws: int = MIN_DRAWS_PER_TASK,
     fields: dict[str, Any] | None = None,
+    protocol: str | None = None,
 ) -> dict[str, Any]:
     def stats(policy: str, ks: tuple[int, ...]) -> dict[str, float]:
         h = [x for k in ks for x in tally.hits[policy][k]]
@@ -432,13 +447,14 @@ def _summarise(
         oracle = sum(x for k in ks for x in tally.node_s["oracle"][k])
         return {"attainment": float(np.mean(h)), "node_seconds_vs_oracle": ns / oracle, "decisions": len(h)}
 
-    # the k some draw decided (larger-scale-outs decides none above the scale-outs its cut keeps)
+    # the k some draw decided (a scale-out protocol decides none above the scale-outs its cut keeps)
     ks = tuple(k for k in K_SIZING if tally.units[k])
     policies = {p: stats(p, ks) for p in tally.policies}
     for policy, interval in _bootstrap(tally).items():
         policies[policy]["interval_95"] = interval
     per_algorithm, per_task = _where_the_cost_goes(tally)
-    beyond = _beyond_the_cut(tally)
+    past = _past_the_cut(tally)
+    past_key = CUT_REPORT.get(SCALE_OUT_SIDE.get(protocol or ""), ("",))[0]
     return {
         "benchmark": "sizing",
         "dataset": dataset,
@@ -452,18 +468,18 @@ def _summarise(
         "draws": len(tally.draws()),
         "policies": policies,
         "per_k": {str(k): {p: stats(p, (k,)) for p in tally.policies} for k in ks},
-        **({"beyond_cut": beyond} if beyond else {}),
+        **({past_key: past} if past and past_key else {}),
         "per_algorithm": per_algorithm,
         "per_task": per_task,
         "seconds": round(seconds, 1),
     }
 
 
-def _beyond_the_cut(tally: _Tally) -> dict[str, Any] | None:
-    """larger-scale-outs: the share of decisions whose target only a scale-out above the cut meets
-    (the oracle's choice lies above it), and every policy's attainment and node-seconds / the
+def _past_the_cut(tally: _Tally) -> dict[str, Any] | None:
+    """The scale-out protocols: the share of decisions whose oracle's choice lies past the cut (a
+    scale-out no run of which was trained on), and every policy's attainment and node-seconds / the
     oracle's on those decisions alone; None where no decision carries the flag (other protocols)."""
-    flags = np.array([x for k in K_SIZING for x in tally.beyond[k]], dtype=bool)
+    flags = np.array([x for k in K_SIZING for x in tally.past_cut[k]], dtype=bool)
     if not len(flags) or len(flags) != sum(len(tally.units[k]) for k in K_SIZING):
         return None
     oracle = np.array([x for k in K_SIZING for x in tally.node_s["oracle"][k]], dtype=np.float64)
@@ -601,13 +617,12 @@ def render_sizing(report: dict[str, Any]) -> None:
         console.print(
             f"  {policy}: attainment {att[0]:.1%}-{att[1]:.1%}, node-seconds / oracle {ratio[0]:.3f}-{ratio[1]:.3f}"
         )
-    beyond = report.get("beyond_cut")
-    if beyond:
-        console.print(
-            f"Targets only a scale-out above the cut meets (the oracle's choice larger than any trained): "
-            f"{beyond['share']:.1%} of the decisions; on those:"
-        )
-        for policy, s in beyond["policies"].items():
+    for key, what in CUT_REPORT.values():
+        past = report.get(key)
+        if not past:
+            continue
+        console.print(f"Targets {what}: {past['share']:.1%} of the decisions; on those:")
+        for policy, s in past["policies"].items():
             if policy != "oracle" and s["attainment"] is not None:
                 att, ratio = (s["interval_95"][m] for m in ("attainment", "node_seconds_vs_oracle"))
                 console.print(

@@ -108,7 +108,9 @@ def _add_runs_arguments(parser: argparse.ArgumentParser) -> None:
         "bundled traces; --traces), leave-size-out (per job type its largest, then its smallest "
         "third of input sizes held out, pre-trained on its other sizes; c3o or --traces), "
         "larger-scale-outs (per job type the largest third of its scale-outs held out: contexts "
-        "fine-tuned below, tested above, no training run above; c3o, bell or --traces)",
+        "fine-tuned below, tested above, no training run above; c3o, bell or --traces), "
+        "smaller-scale-outs (its mirror: the smallest third held out, fine-tuned above, tested "
+        "below, no training run below; c3o, bell or --traces)",
     )
 
 
