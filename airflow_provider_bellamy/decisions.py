@@ -60,6 +60,8 @@ class Prediction:
     band_note: str | None = None
     # the largest scale-out the model knows this context's curve at, where candidates lie beyond it
     beyond_scale_out: int | None = None
+    # the smallest, where candidates lie below it
+    below_scale_out: int | None = None
 
     @property
     def notes(self) -> list[str]:
@@ -76,6 +78,12 @@ class Prediction:
             out.append(
                 f"scale-outs above {self.beyond_scale_out} lie beyond every run the model knows of this "
                 "job: its curve continues from there as a + b/n, the band spans the network's extrapolation"
+            )
+        if self.below_scale_out is not None:
+            out.append(
+                f"scale-outs below {self.below_scale_out} lie below every run the model knows of this "
+                "job: its curve continues down from there as a + b/n, the band spans the network's "
+                "extrapolation (a memory cliff no run showed is not in it)"
             )
         if self.requested_confidence is not None and self.requested_confidence > self.confidence:
             out.append(

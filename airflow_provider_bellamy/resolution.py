@@ -215,6 +215,7 @@ def band(req: Request, resolved: Resolved) -> Prediction:
             "extrapolation": b.extrapolation.to_dict(),
             "band_note": b.calibrated_for if b.extrapolation.extrapolating else None,
             "beyond_scale_out": b.beyond,
+            "below_scale_out": b.below,
         }
     else:
         assert resolved.model is not None

@@ -142,6 +142,8 @@ class Band:
     # the largest scale-out the context's curve is known at (its job's training runs, its own),
     # where some asked for lie beyond it: there the curve is continued (``continued_log_runtime``)
     beyond: int | None = None
+    # the smallest, where some asked for lie below it: there the curve is continued the same way
+    below: int | None = None
 
     @property
     def capped(self) -> bool:
@@ -723,19 +725,48 @@ class RuntimeModel:
         *,
         corrected: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(the network's log seconds, the prediction's) per validated scale-out (``_model_log_curves``);
-        beyond the largest scale-out the job type was trained at and the context ran at, the
-        prediction continues the curve from there (``continued_log_runtime``)."""
+        """(the network's log seconds, the prediction's) per validated scale-out (``_curves``)."""
+        network, curve, _ = self._curves(ctx, ns, ext, corrected=corrected)
+        return network, curve
+
+    def _curves(
+        self,
+        ctx: dict[str, str | float],
+        ns: np.ndarray,
+        ext: Extrapolation | None = None,
+        *,
+        corrected: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray, _Continuation | None]:
+        """(the network's log seconds, the prediction's, the continuation past the edges) per
+        validated scale-out (``_model_log_curves``): past the smallest or the largest scale-out the
+        job type was trained at and the context ran at (``_edges``), the prediction continues the
+        curve from that edge (``continued_log_runtime``); None where every scale-out lies between."""
         network, curve = self._model_log_curves(ctx, ns, ext, corrected=corrected)
         edges = self._edges(ctx)
-        if edges is None or not (ns > edges[1]).any():
-            return network, curve
-        known = _last_octave(edges)
-        at_known = self._model_log_curves(ctx, known, ext, corrected=corrected)[1]
-        if not np.isfinite(at_known).all():  # (a curve that is itself a guess has no slope to follow)
-            return network, curve
-        beyond = ns > edges[1]
-        return network, np.where(beyond, continued_log_runtime(ns, known, at_known), curve)
+        if edges is None:
+            return network, curve, None
+        below, beyond = ns < edges[0], ns > edges[1]
+        if not (below.any() or beyond.any()):
+            return network, curve, None
+        amdahl, power = np.full(len(ns), np.nan), np.full(len(ns), np.nan)
+        for side, past in ((0, below), (1, beyond)):
+            if not past.any():
+                continue
+            known = _edge_octave(edges, side)
+            at_known = self._model_log_curves(ctx, known, ext, corrected=corrected)[1]
+            if not np.isfinite(at_known).all():  # (a curve that is itself a guess has no slope to follow)
+                continue
+            amdahl[past] = continued_log_runtime(ns[past], known, at_known)
+            power[past] = power_law_log_runtime(ns[past], known, at_known)
+        continued = np.isfinite(amdahl)
+        # Beyond the edge the prediction is Amdahl's curve; below it, halfway (log) between that
+        # and the model's own extrapolation: going down, a job may spill (the network's steep terms
+        # rise) or keep scaling as Amdahl's curve does, and no run said which. Either alone missed
+        # C3O's runs at 2-4 nodes, pre-trained on 6-12, by more (docs/model.md, "Scale-outs smaller
+        # than any trained").
+        point = np.where(continued, np.where(below, (amdahl + curve) / 2, amdahl), curve)
+        own = np.where(continued & below, curve, np.nan)  # (beyond the edge no guess: not spanned)
+        return network, point, _Continuation(edges, below, beyond, (amdahl, power, own))
 
     def _edges(self, ctx: dict[str, str | float]) -> tuple[int, int] | None:
         """The smallest and the largest scale-out this context's curve is known at: its job type's
@@ -923,7 +954,7 @@ class RuntimeModel:
         ext = signals(self.metadata["domain"], ctx)
         ns = _scale_outs(scale_outs)
         job = str(ctx["job_type"])
-        network, mean = self._log_curves(ctx, ns, ext)
+        network, mean, past = self._curves(ctx, ns, ext)
         tuned = self._is_tuned_for(ctx)
         environment = ctx.get("environment")
         environment = None if environment is None else str(environment)
@@ -966,36 +997,38 @@ class RuntimeModel:
         if outside:
             spanned |= ns > max(observed, default=math.inf)
         # Beyond every scale-out its curve is known at, the prediction continues it (Amdahl's
-        # a + b / n from the edge, ``_log_curves``) and the network extrapolates its basis: two
+        # a + b / n from the edge, ``_curves``) and the network extrapolates its basis: two
         # guesses at a shape nothing measured (C3O pre-trained on 2-6 nodes: the network's band
         # held 43-60 % of the runs at 8-12 nodes above its lower bound). The band spans both.
-        edges = self._edges(ctx)
-        beyond = None
-        if edges is not None and (ns > edges[1]).any():
-            spanned |= ns > edges[1]
-            beyond = edges[1]
-            # and its offsets grow with the distance beyond the edge, in widths of the known range
+        # Below every one the same holds, mirrored (docs/model.md, "Scale-outs smaller than any
+        # trained").
+        beyond = below = None
+        if past is not None:
+            edges = past.edges
+            spanned |= past.below | past.beyond
+            beyond = edges[1] if past.beyond.any() else None
+            below = edges[0] if past.below.any() else None
+            # and its offsets grow with the distance past the edge, in widths of the known range
             # (as a number's beyond its trained range: ``OutOfRange.widths``), on both sides
             span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
-            far = ns > edges[1]
-            with np.errstate(invalid="ignore"):
+            far, near = past.beyond, past.below
+            with np.errstate(invalid="ignore", divide="ignore"):
                 grow = np.where(
                     far, np.log10(np.where(far, ns, 1) / edges[1]) / span * (hi_q - lo_q) / 2, 0.0
-                )
+                ) + np.where(near, np.log10(edges[0] / np.where(near, ns, 1)) / span * (hi_q - lo_q) / 2, 0.0)
             lo_q, hi_q = lo_q - grow, hi_q + grow
         low = np.where(spanned, np.minimum(mean, network), mean)
         high = np.where(spanned, np.maximum(mean, network), mean)
-        if beyond is not None:
-            # a third guess there: the curve keeping the rate it falls at over the last octave (a
-            # power law), which a job still far from its serial part follows further than Amdahl's
-            # curve does (C3O's grep at 10-12 nodes, fitted on 2-8: the band's lower bound held
-            # 83-87 % of its runs with the two)
-            known = _last_octave(edges)
-            at_known = self._model_log_curves(ctx, known, ext)[1]
-            if np.isfinite(at_known).all():
-                rate = power_law_log_runtime(ns, known, at_known)
-                low = np.where(far, np.minimum(low, rate), low)
-                high = np.where(far, np.maximum(high, rate), high)
+        if past is not None:
+            # a third guess there: the curve keeping the rate it falls at over the octave at the
+            # edge (a power law), which a job still far from its serial part follows further than
+            # Amdahl's curve does (C3O's grep at 10-12 nodes, fitted on 2-8: the band's lower bound
+            # held 83-87 % of its runs with the two); below the edge also the model's own curve, which
+            # the prediction lies halfway to
+            for guess in past.guesses:
+                there = np.isfinite(guess)
+                low = np.where(there, np.minimum(low, guess), low)
+                high = np.where(there, np.maximum(high, guess), high)
         if outside and tuned and self.check_count < MIN_CHECKS:
             # Before a context from elsewhere has checks of its own, the miss its tuned curve keeps
             # at its own runs is the one measure of its error the tables did not take (their
@@ -1050,6 +1083,7 @@ class RuntimeModel:
             ext,
             described,
             beyond,
+            below,
         )
 
     def _own_miss(self, ctx: dict[str, str | float]) -> tuple[float, float]:
@@ -1673,16 +1707,20 @@ def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
 
 def continued_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
     """Log seconds at ``ns`` on the curve a + b / n (Ernest's fixed cost and parallel work) that
-    meets the model's curve at the largest scale-out it is known at and follows its slope over
-    the last octave there (``known_n``, ascending, ending at that scale-out; b by least squares,
-    so one bump of the curve near the edge does not set it); b is a perfect speed-up where the curve
-    falls faster than that. Beyond those scale-outs the network's other basis terms were fitted
-    to nothing: C3O pre-trained on 2-6 nodes over-predicted 8-12 by 9-13 % (log), this
-    continuation by -6-0 % (docs/model.md, "Scale-outs larger than any trained")."""
+    meets the model's curve at the scale-out it is known at nearest to ``ns`` (its largest, or its
+    smallest) and follows its slope over the octave there (``known_n``, ending at that edge; b by
+    least squares, so one bump of the curve near the edge does not set it); b is a perfect
+    speed-up where the curve falls faster than that. Past those scale-outs the network's other
+    basis terms were fitted to nothing: C3O pre-trained on 2-6 nodes over-predicted 8-12 by 9-13 %
+    (log), this continuation by -6-0 % (docs/model.md, "Scale-outs larger than any trained").
+    Below the edge a curve rising with n there (overhead) continues flat: fewer nodes do the same
+    work no faster."""
     n, t = np.asarray(known_n, dtype=np.float64), np.exp(np.asarray(log_at_known, dtype=np.float64))
     x = 1.0 / n
     b = float(np.polyfit(x, t, 1)[0]) if len(n) > 1 and np.ptp(x) > 0 else 0.0
     edge, at_edge = float(n[-1]), float(t[-1])
+    if b < 0 and edge <= n.min():
+        b = 0.0
     a = at_edge - b / edge
     if a < 0:
         a, b = 0.0, at_edge * edge
@@ -1691,10 +1729,10 @@ def continued_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.
 
 
 def power_law_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
-    """Log seconds at ``ns`` on the power law that meets the model's curve at the largest scale-out
-    it is known at (``known_n[-1]``) with the curve's least-squares log-log slope over ``known_n``:
-    the rate it falls (or rises) at there, kept. Beside ``continued_log_runtime`` in the band
-    beyond the edge: Amdahl's curve flattens, this one does not."""
+    """Log seconds at ``ns`` on the power law that meets the model's curve at the edge it is known
+    at (``known_n[-1]``) with the curve's least-squares log-log slope over ``known_n``: the rate it
+    falls (or rises) at there, kept. Beside ``continued_log_runtime`` in the band past the edge:
+    Amdahl's curve flattens, this one does not."""
     x = np.log(np.asarray(known_n, dtype=np.float64))
     y = np.asarray(log_at_known, dtype=np.float64)
     slope = float(np.polyfit(x, y, 1)[0]) if len(x) > 1 and np.ptp(x) > 0 else 0.0
@@ -1706,6 +1744,33 @@ def _last_octave(edges: tuple[int, int]) -> np.ndarray:
     that scale-out (or the smallest known, if larger) up to it."""
     low, high = edges
     return np.geomspace(max(low, high / 2), high, 8)
+
+
+def _first_octave(edges: tuple[int, int]) -> np.ndarray:
+    """Where the continuation below ``edges[0]`` reads the curve's slope: 8 points from twice
+    that scale-out (or the largest known, if smaller) down to it (the edge last, as
+    ``continued_log_runtime`` reads it)."""
+    low, high = edges
+    return np.geomspace(min(high, low * 2), low, 8)
+
+
+def _edge_octave(edges: tuple[int, int], side: int) -> np.ndarray:
+    """The octave the continuation past ``edges[side]`` reads (0: below, 1: beyond)."""
+    return _last_octave(edges) if side else _first_octave(edges)
+
+
+@dataclass(frozen=True)
+class _Continuation:
+    """Where a curve is continued past the scale-outs it is known at (``RuntimeModel._curves``):
+    the edges, which scale-outs lie below and beyond them, and the guesses the band spans there
+    besides the prediction and the network's curve, in log seconds: Amdahl's curve, the power law
+    and (below the edge, where the prediction lies halfway to it) the model's own curve; NaN where
+    a guess does not stand (inside the edges, or where the curve at the edge is itself no curve)."""
+
+    edges: tuple[int, int]
+    below: np.ndarray
+    beyond: np.ndarray
+    guesses: tuple[np.ndarray, ...]
 
 
 def nearest_share(ext: Extrapolation) -> float:

@@ -813,7 +813,10 @@ def _spanned_and_blended_only(
     tuned = model.finetune(runs)
     ctx = runs.iloc[0].to_dict()
     unspanned = copy.copy(tuned)
-    unspanned._log_curves = lambda c, n, *ext: (tuned._log_curves(c, n, *ext)[1],) * 2  # type: ignore[method-assign]
+    # (the continuation past the scale-outs the curve is known at kept: its band spans that too)
+    unspanned._curves = lambda c, n, *ext, **kw: (  # type: ignore[method-assign]
+        lambda got: (got[1], got[1], got[2])
+    )(tuned._curves(c, n, *ext, **kw))
     network = np.exp(tuned._log_curves(tuned._normalise(ctx), np.array(test_ns, dtype=np.int64))[0])
     return tuned, tuned.predict_band(ctx, test_ns, 0.9), unspanned.predict_band(ctx, test_ns, 0.9), network
 

@@ -439,7 +439,10 @@ def test_below_the_smallest_observed_scale_out_the_band_spans_both_curves(
     network_only, unspanned = copy.copy(tuned), copy.copy(tuned)
     network_only.tuned = replace(tuned.tuned, parametric_weight=0.0)
     # the same model, as if the network agreed with the blended curve everywhere
-    unspanned._log_curves = lambda c, n, *ext: (tuned._log_curves(c, n, *ext)[1],) * 2  # type: ignore[method-assign]
+    # (the continuation past the scale-outs the curve is known at kept: its band spans that too)
+    unspanned._curves = lambda c, n, *ext, **kw: (  # type: ignore[method-assign]
+        lambda got: (got[1], got[1], got[2])
+    )(tuned._curves(c, n, *ext, **kw))
     network = network_only.predict(ctx, test_ns)
     blended_only = unspanned.predict_band(ctx, test_ns, 0.9)
     below = np.array(test_ns) < 8
