@@ -85,6 +85,8 @@ _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 # Fewer leave-one-scale-out residuals than this say nothing about a context's error (one
 # residual cannot tell a bad curve from one noisy run): the table alone decides.
 MIN_CHECKS = 2
+# where the band beyond the largest known scale-out reads the curve for Ernest's fit
+OVERHEAD_POINTS = 16
 # Weight of the calibration table's error scale against a context's own leave-one-scale-out
 # residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
 PRIOR_CHECKS = 2.0
@@ -1025,7 +1027,16 @@ class RuntimeModel:
             # Amdahl's curve does (C3O's grep at 10-12 nodes, fitted on 2-8: the band's lower bound
             # held 83-87 % of its runs with the two); below the edge also the model's own curve, which
             # the prediction lies halfway to
-            for guess in past.guesses:
+            guesses = list(past.guesses)
+            if past.beyond.any():
+                # beyond the largest, one more: Ernest's four terms fitted over the whole known
+                # range, whose overhead terms (log n, n) may rise where every other guess flattens
+                # or falls (a job whose coordination cost grows with the cluster; docs/model.md)
+                whole = np.geomspace(*past.edges, OVERHEAD_POINTS)
+                at_whole = self._model_log_curves(ctx, whole, ext)[1]
+                if np.isfinite(at_whole).all():
+                    guesses.append(np.where(past.beyond, overhead_log_runtime(ns, whole, at_whole), np.nan))
+            for guess in guesses:
                 there = np.isfinite(guess)
                 low = np.where(there, np.minimum(low, guess), low)
                 high = np.where(there, np.maximum(high, guess), high)
@@ -1737,6 +1748,37 @@ def power_law_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.
     y = np.asarray(log_at_known, dtype=np.float64)
     slope = float(np.polyfit(x, y, 1)[0]) if len(x) > 1 and np.ptp(x) > 0 else 0.0
     return y[-1] + slope * (np.log(np.asarray(ns, dtype=np.float64)) - x[-1])
+
+
+def overhead_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
+    """Log seconds at ``ns`` on Ernest's curve a + b / n + c log n + d n (every term >= 0: its
+    non-negative least squares fit to the model's curve over ``known_n``, ascending, the whole
+    range the curve is known at), offset to meet the curve at ``known_n[-1]``. Beyond that edge its
+    overhead terms continue the coordination cost a curve that flattens there shows."""
+    n = np.asarray(known_n, dtype=np.float64)
+    t = np.exp(np.asarray(log_at_known, dtype=np.float64))
+
+    def terms(values: np.ndarray) -> np.ndarray:
+        return np.stack([np.ones_like(values), 1.0 / values, np.log(values), values], axis=-1)
+
+    x = terms(n)
+    scale = np.abs(x).max(axis=0)
+    xs = x / scale
+    theta, best = np.zeros(4), math.inf
+    # four terms: the exact non-negative least squares is the best fit among the active sets whose
+    # coefficients all come out non-negative (no scipy import on the sizing path)
+    for active in range(1, 2**4):
+        cols = [j for j in range(4) if active >> j & 1]
+        fit = np.linalg.lstsq(xs[:, cols], t, rcond=None)[0]
+        error = float(np.sum((xs[:, cols] @ fit - t) ** 2))
+        if (fit >= 0).all() and error < best:
+            best, theta = error, np.zeros(4)
+            theta[cols] = fit
+    theta = theta / scale
+    at, edge = terms(np.asarray(ns, dtype=np.float64)) @ theta, float(terms(n[-1:])[0] @ theta)
+    if edge <= 0:
+        return np.full(len(at), float(log_at_known[-1]))
+    return np.log(np.maximum(at, edge * 1e-6)) - math.log(edge) + float(log_at_known[-1])
 
 
 def _last_octave(edges: tuple[int, int]) -> np.ndarray:

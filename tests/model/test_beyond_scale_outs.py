@@ -10,6 +10,7 @@ from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.runtime_model import (
     _last_octave,
     continued_log_runtime,
+    overhead_log_runtime,
     power_law_log_runtime,
 )
 
@@ -50,6 +51,29 @@ def test_a_curve_rising_at_the_edge_stays_bounded() -> None:
     got = np.exp(continued_log_runtime(np.array([12.0, 1000.0]), np.array([4.0, 6.0]), at_edges))
     b = (50.0 - 60.0) / (1 / 4 - 1 / 6)
     assert got[0] > 60.0 and got[1] < 60.0 - b / 6
+
+
+def test_ernests_overhead_terms_continue_a_cost_that_grows_with_the_cluster() -> None:
+    """A curve 20 + 400 / n + 1.5 n over 1-8 nodes (coordination cost growing with n) is Ernest's
+    curve: the fit over the whole known range recovers it, so at 32 nodes it lies 1.6x above
+    Amdahl's continuation from the last octave, which flattens towards its fixed cost."""
+    known = np.geomspace(1.0, 8.0, 16)
+    truth = 20.0 + 400.0 / known + 1.5 * known
+    ns = np.array([16.0, 32.0])
+    got = np.exp(overhead_log_runtime(ns, known, np.log(truth)))
+    np.testing.assert_allclose(got, 20.0 + 400.0 / ns + 1.5 * ns, rtol=1e-6)
+    octave = known[known >= 4.0]
+    amdahl = np.exp(continued_log_runtime(ns, octave, np.log(20.0 + 400.0 / octave + 1.5 * octave)))
+    assert got[1] > 1.5 * amdahl[1]
+
+
+def test_a_curve_with_no_overhead_is_not_given_one() -> None:
+    """Amdahl's a + b / n over the known range: the fit keeps it (no overhead term invented), so the
+    band's extra guess adds nothing beyond the edge."""
+    known = np.geomspace(2.0, 12.0, 16)
+    ns = np.array([24.0, 48.0])
+    got = np.exp(overhead_log_runtime(ns, known, np.log(30.0 + 600.0 / known)))
+    np.testing.assert_allclose(got, 30.0 + 600.0 / ns, rtol=1e-6)
 
 
 @pytest.fixture(scope="module")
