@@ -105,16 +105,18 @@ def _candidates(prediction: Prediction, target_s: float | None, price: float | N
 
 
 def _undominated(meeting: list[Candidate]) -> Candidate:
-    """The smallest candidate meeting the target that no larger one meeting it beats in node-hours
-    at the upper bound. A larger scale-out with fewer node-hours also finishes sooner (node-hours
-    = n × upper): the smaller one is slower and dearer at once, a scale-out in a spill (a job
-    slowed more than twice when its nodes are halved, its input out of memory), which no reason
-    to want fewer nodes covers. (C3O leave-machine-type-out, sgd on r4.2xlarge: 2 nodes predicted
+    """The smallest candidate meeting the target that no larger one meeting it beats in predicted
+    node-hours. A larger scale-out predicted to take fewer node-hours is also predicted to finish
+    sooner: the smaller one is slower and dearer at once — a scale-out in a spill (a job slowed
+    more than twice when its nodes are halved, its input out of memory), which no reason to want
+    fewer nodes covers. (The prediction, not the upper bound: a wider band at a smaller scale-out
+    is uncertainty, not cost. C3O leave-machine-type-out, sgd on r4.2xlarge: 2 nodes predicted
     3 × the 4-node runtime and taken, 8-25 × in the contexts that missed: 1.2 of its 2.2 × the
     oracle's node-seconds.)"""
     ordered = sorted(meeting, key=lambda c: c.scale_out)
+    spent = [c.scale_out * c.predicted_s for c in ordered]
     for i, c in enumerate(ordered):
-        if not any(d.node_hours < c.node_hours for d in ordered[i + 1 :]):
+        if not any(later < spent[i] for later in spent[i + 1 :]):
             return c
     return ordered[-1]
 
@@ -132,7 +134,7 @@ def decide(
     """Choose a scale-out. Ties break towards the smaller scale-out, so equal inputs give equal decisions.
 
     * ``min_scale_out``: the smallest scale-out whose upper band meets the target, passing over one
-      that a larger such scale-out beats in node-hours at the upper bound (slower and dearer);
+      that a larger such scale-out beats in predicted node-hours (predicted slower and dearer);
     * ``min_cost``: the least node-hours (× price) among those meeting the target;
     * ``fastest``: the lowest upper band (the target only decides ``feasible``).
     Without a target, ``min_scale_out``/``min_cost`` pick the cheapest candidate.
@@ -235,8 +237,8 @@ def decide(
         skipped = [c for c in meeting if c.scale_out < chosen.scale_out]
         if skipped:
             reason += (
-                f"; not {', '.join(str(c.scale_out) for c in skipped)}: meets it too, but at its upper "
-                f"bound takes longer and more node-hours than {chosen.scale_out}"
+                f"; not {', '.join(str(c.scale_out) for c in skipped)}: meets it too, but is predicted "
+                f"to take longer and more node-hours than {chosen.scale_out}"
             )
     if prediction.fallback_reason:
         reason = f"{reason} [{prediction.fallback_reason}]"
