@@ -28,6 +28,25 @@ def test_min_scale_out_takes_the_smallest_whose_upper_band_meets_the_target() ->
     assert "90%" in d.reason and d.model_version == "grep@v3"
 
 
+def test_min_scale_out_passes_over_a_smaller_size_that_is_slower_and_dearer() -> None:
+    # a spill at 2 nodes: predicted three times the 4-node runtime; its upper bound 1200 s meets the
+    # target, but 2 · 900 = 1800 predicted node-seconds against 4 · 300 = 1200: later and dearer
+    spill = Prediction(
+        "sgd", [2, 4, 8], [900.0, 300.0, 170.0], [720.0, 240.0, 136.0], [1200.0, 400.0, 230.0], 0.9
+    )
+    d = decide(spill, target_s=1300)
+    assert d.chosen_scale_out == 4 and d.feasible
+    assert "not 2" in d.reason and [c.meets_target for c in d.candidates] == [True, True, True]
+    # 8 nodes, faster still, are predicted to cost more (8 · 170 = 1360): 4 stays the smallest not beaten
+    assert 4 * 300 < 8 * 170
+    # without the spill (2 nodes predicted under twice the 4-node runtime) the smallest, as before
+    plain = Prediction(
+        "sgd", [2, 4, 8], [550.0, 300.0, 170.0], [440.0, 240.0, 136.0], [700.0, 400.0, 230.0], 0.9
+    )
+    assert decide(plain, target_s=1300).chosen_scale_out == 2
+    assert "not 2" not in decide(plain, target_s=1300).reason
+
+
 def test_min_cost_uses_node_hours_and_price() -> None:
     pred = Prediction(
         "grep", [2, 4, 8], [1000.0, 400.0, 260.0], [900.0, 360.0, 234.0], [1100.0, 440.0, 286.0], 0.9

@@ -395,6 +395,67 @@ def test_a_held_out_machine_type_from_two_training_contexts_is_covered_and_narro
     assert under / total >= 0.85 and above / total >= 0.85, (under / total, above / total)
 
 
+def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_first_run(
+    grep_without_m4: tuple[RuntimeModel, pd.DataFrame],
+) -> None:
+    """The model's own tables where too few contexts could be held out whole: the distance beyond
+    their held-out contexts' widens them before the context's first run (its level unknown), and
+    from its first run on only at the training data's smallest scale-outs (memory cliffs); above
+    them they are the tables as measured, with the context's checks weighed against them as
+    far out as the context lies."""
+    from airflow_provider_bellamy.model.calibration import residual_quantiles, widened
+
+    model, test = grep_without_m4
+    cid = sorted(test["context_id"].unique())[0]
+    runs = test[test["context_id"] == cid].drop(columns=["context_id"]).copy()
+    # far beyond the trained input sizes: the distance exceeds the own tables' held-out contexts'
+    runs["data_size_mb"] = runs["data_size_mb"] / 300
+    ctx = runs.iloc[0].to_dict()
+    env = str(ctx["environment"])
+    ns = np.array([2, 3, 4, 8, 12])
+    small = ns <= model._smallest_max
+    assert small.tolist() == [True, True, False, False, False]
+
+    def own_source(tuned: RuntimeModel) -> tuple[Any, Any, Any]:
+        ext = signals(tuned.metadata["domain"], tuned._normalise(ctx))
+        sources, described, outside = tuned._band_sources(ext)
+        assert described.startswith("uncalibrated") and outside
+        calibration, widening = sources[0]
+        assert calibration.tables is not None and widening.settles
+        return calibration, widening, ext
+
+    # untuned: widened everywhere by the distance beyond the tables' held-out contexts
+    calibration, widening, ext = own_source(model)
+    factor = widening.factor(ext.distance_scale, 0)
+    assert factor > 1.5
+    lo_0, hi_0 = model._quantiles(
+        calibration, 0, 0.9, ns, env, (), False, factor, True, factor, job_type="grep", settles=True
+    )
+    raw = residual_quantiles(calibration, 0, 0.9, ns, env, job_type="grep")
+    np.testing.assert_allclose(hi_0, widened(*raw, factor)[1])
+    np.testing.assert_allclose(lo_0, widened(*raw, factor)[0])
+
+    for at in ([8], [4, 8, 12]):
+        tuned = model.finetune(runs[runs["scale_out"].isin(at)].drop_duplicates("scale_out"))
+        k = tuned.tuned_points
+        calibration, widening, ext = own_source(tuned)
+        factor, far = widening.factor(ext.distance_scale, k), widening.prior_distance(ext.distance_scale, k)
+        assert factor > 1.5 and far == factor
+        observed = tuned.observed_scale_outs
+        args = (calibration, k, 0.9, ns, env, observed, True)
+        settled = tuned._quantiles(*args, factor, True, far, job_type="grep", settles=True)
+        before = tuned._quantiles(*args, factor, True, far, job_type="grep")
+        as_measured = tuned._quantiles(*args, 1.0, True, far, job_type="grep")
+        for side in (0, 1):
+            # the smallest scale-outs as before; above them the tables as measured, and narrower
+            np.testing.assert_allclose(settled[side][small], before[side][small])
+            np.testing.assert_allclose(settled[side][~small], as_measured[side][~small])
+            assert np.all(np.abs(settled[side][~small]) < np.abs(before[side][~small]))
+        if len(at) == 1:
+            raw = residual_quantiles(calibration, k, 0.9, ns, env, observed, job_type="grep")
+            np.testing.assert_allclose(settled[1][~small], widened(*raw)[1][~small])
+
+
 def test_widening_outside_is_symmetric_and_grows_with_the_distance() -> None:
     """Out of distribution only the size of the calibration's error carries over, not its
     direction: each side as far out as the farther one, times the distance scale."""
