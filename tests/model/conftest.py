@@ -22,6 +22,13 @@ def held_out_context(grep_runs: pd.DataFrame) -> str:
 
 
 @pytest.fixture(scope="session")
+def held_out_properties(grep_runs: pd.DataFrame, held_out_context: str) -> dict[str, object]:
+    """The held-out context's properties, as a caller gives them (no run fields)."""
+    runs = grep_runs[grep_runs["context_id"] == held_out_context]
+    return runs.drop(columns=["context_id", "runtime_s", "scale_out"]).iloc[0].to_dict()
+
+
+@pytest.fixture(scope="session")
 def grep_model(grep_runs: pd.DataFrame, held_out_context: str) -> RuntimeModel:
     train = grep_runs[grep_runs["context_id"] != held_out_context].drop(columns=["context_id"])
     return RuntimeModel.pretrain(train, seed=0, config=FAST)

@@ -60,20 +60,16 @@ def grep_from_six(grep_runs: pd.DataFrame, held_out_context: str) -> RuntimeMode
     return RuntimeModel.pretrain(train.drop(columns=["context_id"]), seed=0, config=FAST)
 
 
-def _ctx(grep_runs: pd.DataFrame, held_out_context: str) -> dict[str, object]:
-    runs = grep_runs[grep_runs["context_id"] == held_out_context]
-    return runs.drop(columns=["context_id", "runtime_s", "scale_out"]).iloc[0].to_dict()
-
-
 def test_below_the_trained_scale_outs_the_prediction_continues_from_the_edge(
-    grep_from_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+    grep_from_six: RuntimeModel,
+    held_out_properties: dict[str, object],
 ) -> None:
     """Trained at 6-12 nodes, asked about 2-4: the prediction there lies halfway (log) between its
     own curve continued down from 6-12 nodes as a + b / n and its extrapolation (a spill or not: no
     run said); the band spans both, the network's curve and the power law. Inside 6-12 nothing
     changes."""
     model = grep_from_six
-    ctx = _ctx(grep_runs, held_out_context)
+    ctx = dict(held_out_properties)
     norm = model._normalise(ctx)
     assert model._edges(norm) == (6, 12)
     known = _first_octave((6, 12))
@@ -102,12 +98,13 @@ def test_below_the_trained_scale_outs_the_prediction_continues_from_the_edge(
 
 
 def test_the_band_below_the_edge_widens_with_the_distance(
-    grep_from_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+    grep_from_six: RuntimeModel,
+    held_out_properties: dict[str, object],
 ) -> None:
     """Its offsets from the spanned guesses grow by the distance below the edge in widths of the
     known range (log10(6 / n) / log10(12 / 6)) × half the band's log width: at 3 nodes one width."""
     model = grep_from_six
-    ctx = _ctx(grep_runs, held_out_context)
+    ctx = dict(held_out_properties)
     band = model.band(ctx, [3, 6])
     near = model.band(ctx, [6])
     norm = model._normalise(ctx)
@@ -128,14 +125,17 @@ def test_the_band_below_the_edge_widens_with_the_distance(
 
 
 def test_a_context_that_ran_below_the_trained_scale_outs_is_known_down_to_its_runs(
-    grep_from_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+    grep_from_six: RuntimeModel,
+    grep_runs: pd.DataFrame,
+    held_out_context: str,
+    held_out_properties: dict[str, object],
 ) -> None:
     """Its own runs move the edge: between its smallest run and the trained edge the tuned model's
     curve answers; only below its smallest run does the continuation."""
     runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
     picked = pd.concat([runs[runs["scale_out"] == 2].head(1), runs[runs["scale_out"] == 8].head(1)])
     tuned = grep_from_six.finetune(picked)
-    ctx = _ctx(grep_runs, held_out_context)
+    ctx = dict(held_out_properties)
     norm = tuned._normalise(ctx)
     assert tuned._edges(norm) == (2, 12)
     np.testing.assert_array_equal(
@@ -153,13 +153,14 @@ def test_a_context_that_ran_below_the_trained_scale_outs_is_known_down_to_its_ru
 
 
 def test_a_decision_over_candidates_below_the_known_scale_outs_says_so(
-    grep_from_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+    grep_from_six: RuntimeModel,
+    held_out_properties: dict[str, object],
 ) -> None:
     """The band names the edge only where a candidate lies below it; the decision's reason quotes it."""
     from airflow_provider_bellamy.decisions import Prediction
     from airflow_provider_bellamy.sizing import decide
 
-    ctx = _ctx(grep_runs, held_out_context)
+    ctx = dict(held_out_properties)
     band = grep_from_six.band(ctx, [2, 4, 6, 8, 12])
     assert band.below == 6
     pred = Prediction(

@@ -83,18 +83,14 @@ def grep_to_six(grep_runs: pd.DataFrame, held_out_context: str) -> RuntimeModel:
     return RuntimeModel.pretrain(train.drop(columns=["context_id"]), seed=0, config=FAST)
 
 
-def _ctx(grep_runs: pd.DataFrame, held_out_context: str) -> dict[str, object]:
-    runs = grep_runs[grep_runs["context_id"] == held_out_context]
-    return runs.drop(columns=["context_id", "runtime_s", "scale_out"]).iloc[0].to_dict()
-
-
 def test_beyond_the_trained_scale_outs_the_prediction_continues_from_the_edge(
-    grep_to_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+    grep_to_six: RuntimeModel,
+    held_out_properties: dict[str, object],
 ) -> None:
     """Trained at 2-6 nodes, asked about 8-12: the prediction there is the continuation of its own
     curve over 3-6 nodes (the network's basis beyond 6 was fitted to nothing), and the band spans
     the network's own extrapolation as well."""
-    ctx = _ctx(grep_runs, held_out_context)
+    ctx = dict(held_out_properties)
     norm = grep_to_six._normalise(ctx)
     assert grep_to_six._edges(norm) == (2, 6)
     known = _last_octave((2, 6))
@@ -120,14 +116,17 @@ def test_beyond_the_trained_scale_outs_the_prediction_continues_from_the_edge(
 
 
 def test_a_context_that_ran_beyond_the_trained_scale_outs_is_known_up_to_its_runs(
-    grep_to_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+    grep_to_six: RuntimeModel,
+    grep_runs: pd.DataFrame,
+    held_out_context: str,
+    held_out_properties: dict[str, object],
 ) -> None:
     """Its own runs move the edge: between the trained edge and its largest run the tuned model's
     curve answers; only beyond its largest run does the continuation."""
     runs = grep_runs[grep_runs["context_id"] == held_out_context].drop(columns=["context_id"])
     picked = pd.concat([runs[runs["scale_out"] == 4].head(1), runs[runs["scale_out"] == 12].head(1)])
     tuned = grep_to_six.finetune(picked)
-    ctx = _ctx(grep_runs, held_out_context)
+    ctx = dict(held_out_properties)
     norm = tuned._normalise(ctx)
     assert tuned._edges(norm) == (2, 12)
     np.testing.assert_array_equal(
@@ -141,13 +140,14 @@ def test_a_context_that_ran_beyond_the_trained_scale_outs_is_known_up_to_its_run
 
 
 def test_a_decision_over_candidates_beyond_the_known_scale_outs_says_so(
-    grep_to_six: RuntimeModel, grep_runs: pd.DataFrame, held_out_context: str
+    grep_to_six: RuntimeModel,
+    held_out_properties: dict[str, object],
 ) -> None:
     """The band names the edge only where a candidate lies beyond it; the decision's reason quotes it."""
     from airflow_provider_bellamy.decisions import Prediction
     from airflow_provider_bellamy.sizing import decide
 
-    ctx = _ctx(grep_runs, held_out_context)
+    ctx = dict(held_out_properties)
     assert grep_to_six.band(ctx, [2, 4, 6]).beyond is None
     band = grep_to_six.band(ctx, [2, 4, 6, 8, 12])
     assert band.beyond == 6
