@@ -82,8 +82,8 @@ class Prediction:
         if self.below_scale_out is not None:
             out.append(
                 f"scale-outs below {self.below_scale_out} lie below every run the model knows of this "
-                "job: its curve continues down from there as a + b/n, the band spans the network's "
-                "extrapolation (a memory cliff no run showed is not in it)"
+                "job: its curve continues down from there halfway between a + b/n and the network's "
+                "extrapolation, the band spans both (a memory cliff no run showed is not in it)"
             )
         if self.requested_confidence is not None and self.requested_confidence > self.confidence:
             out.append(
