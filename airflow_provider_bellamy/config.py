@@ -17,7 +17,7 @@
         # deadline_alert_name: sla  # with deadline: dag, which of the DAG's alerts
         # reserve: 10m | auto    # time the downstream tasks still need
         confidence: 0.9
-        objective: min_scale_out # min_scale_out | min_cost | fastest
+        objective: min_scale_out # min_scale_out | min_cost | fastest | fewest_nodes
         price_per_node_hour: 0.2
         on_infeasible: warn      # fail | warn | run-likely | run-max
         default_scale_out: 2     # used when no model can answer

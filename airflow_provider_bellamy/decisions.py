@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-OBJECTIVES: tuple[str, ...] = ("min_scale_out", "min_cost", "fastest")
+OBJECTIVES: tuple[str, ...] = ("min_scale_out", "min_cost", "fastest", "fewest_nodes")
 
 
 def format_confidence(q: float) -> str:

@@ -136,8 +136,11 @@ def decide(
     * ``min_scale_out``: the smallest scale-out whose upper band meets the target, passing over one
       that a larger such scale-out beats in predicted node-hours (predicted slower and dearer);
     * ``min_cost``: the least node-hours (× price) among those meeting the target;
-    * ``fastest``: the lowest upper band (the target only decides ``feasible``).
-    Without a target, ``min_scale_out``/``min_cost`` pick the cheapest candidate.
+    * ``fastest``: the lowest upper band (the target only decides ``feasible``);
+    * ``fewest_nodes``: the smallest scale-out whose upper band meets the target, even one predicted
+      slower and dearer than a larger one (nodes are what is scarce: a quota, a shared pool).
+    Without a target, ``min_scale_out``/``min_cost`` pick the cheapest candidate, ``fewest_nodes`` the
+    smallest.
     No candidate meets the target → ``feasible=False``, the shortfall of the candidate chosen, and
     by ``infeasible``: ``likeliest``, the one most likely to meet the target (``meeting_score``; the
     fastest with the ``fastest`` objective); ``fastest``, the lowest upper bound; ``smallest_predicted``, the smallest
@@ -225,11 +228,16 @@ def decide(
         chosen = cheapest(meeting)
         unit = "cost" if price is not None else "node-hours"
         reason = f"least {unit} among {len(meeting)} candidate(s) meeting the target: {chosen.scale_out}"
+    elif target is None and objective == "fewest_nodes":
+        chosen = min(cands, key=lambda c: c.scale_out)
+        reason = f"no target given: fewest nodes, {chosen.scale_out}"
     elif target is None:
         chosen = cheapest(cands)
         reason = f"no target given: least node-hours, {chosen.scale_out}"
     else:
-        chosen = _undominated(meeting)
+        chosen = (
+            _undominated(meeting) if objective == "min_scale_out" else min(meeting, key=lambda c: c.scale_out)
+        )
         reason = (
             f"smallest scale-out whose runtime stays under {target:.0f} s with {q} confidence: "
             f"{chosen.scale_out} (predicted {chosen.predicted_s:.0f} s, upper {chosen.upper_s:.0f} s)"

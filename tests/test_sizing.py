@@ -45,6 +45,13 @@ def test_min_scale_out_passes_over_a_smaller_size_that_is_slower_and_dearer() ->
     )
     assert decide(plain, target_s=1300).chosen_scale_out == 2
     assert "not 2" not in decide(plain, target_s=1300).reason
+    # where nodes are what is scarce, fewest_nodes keeps the smallest meeting the target, spill or not
+    fewest = decide(spill, target_s=1300, objective="fewest_nodes")
+    assert fewest.chosen_scale_out == 2 and fewest.feasible and "not 2" not in fewest.reason
+    assert decide(spill, target_s=500, objective="fewest_nodes").chosen_scale_out == 4
+    # without a target: the fewest nodes, where the other objectives take the least node-hours
+    assert decide(spill, target_s=None, objective="fewest_nodes").chosen_scale_out == 2
+    assert decide(spill, target_s=None).chosen_scale_out == 4
 
 
 def test_min_cost_uses_node_hours_and_price() -> None:

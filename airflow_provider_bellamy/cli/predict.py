@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from airflow_provider_bellamy.cli._args import add_sizing_arguments, context_from, scale_outs_from
-from airflow_provider_bellamy.decisions import format_confidence
+from airflow_provider_bellamy.decisions import OBJECTIVES, format_confidence
 from airflow_provider_bellamy.spec import ON_INFEASIBLE
 
 
@@ -19,9 +19,7 @@ def register(subparsers: Any) -> None:
     size = subparsers.add_parser("size", help="the smallest scale-out that meets a runtime target")
     add_sizing_arguments(size)
     size.add_argument("--target", type=float, default=None, help="runtime target in seconds")
-    size.add_argument(
-        "--objective", default="min_scale_out", choices=("min_scale_out", "min_cost", "fastest")
-    )
+    size.add_argument("--objective", default="min_scale_out", choices=OBJECTIVES)
     size.add_argument("--price-per-node-hour", type=float, default=None)
     size.add_argument("--default-scale-out", type=int, default=None)
     size.add_argument(

@@ -128,7 +128,8 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         predicted from their durations in earlier runs (Airflow's task instances, else the
         store; ``default_task_reserve`` for a task with neither). Only with a deadline.
     :param confidence: the probability the chosen size meets the target, in [0.5, 1).
-    :param objective: ``min_scale_out`` | ``min_cost`` (needs ``price_per_node_hour``) | ``fastest``.
+    :param objective: ``min_scale_out`` | ``min_cost`` (needs ``price_per_node_hour``) | ``fastest`` |
+        ``fewest_nodes`` (see docs/sizing.md).
     :param on_infeasible: what to launch when no scale-out meets the target at ``confidence``:
         ``fail`` (raise) | ``warn`` (the most likely to meet it; default) | ``run-likely`` (the smallest predicted
         to meet the target, the least node-hours of them with ``min_cost``: the confidence is
