@@ -5,12 +5,12 @@ policy) and ``resolution`` (which model answers); this module is what touches th
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.decisions import SizingDecision
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import validate_int
+from airflow_provider_bellamy.spec import parse_duration
 from airflow_provider_bellamy.store import DecisionRepository
 
 if TYPE_CHECKING:
@@ -76,19 +76,12 @@ def listing(store: Store, job_type: str | None, *, limit: int | None) -> list[di
         return [d.to_dict() for d in DecisionRepository(session).list(job_type=job_type, limit=limit)]
 
 
-def prune(store: Store, older_than: dt.timedelta | float, *, keep_linked: bool) -> int:
-    """Delete the decisions made more than ``older_than`` (a timedelta, or seconds) ago; returns
+def prune(store: Store, older_than: dt.timedelta | float | str, *, keep_linked: bool) -> int:
+    """Delete the decisions made more than ``older_than`` (a timedelta, seconds, or text like ``90d``) ago; returns
     how many. Their runs stay, unlinked; ``keep_linked`` keeps those that led to a recorded run.
     Deleted in batches, each its own short transaction, so launches storing decisions meanwhile
     are not held up; a store that does not exist yet is not created for it."""
-    seconds = older_than.total_seconds() if isinstance(older_than, dt.timedelta) else older_than
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-        or seconds <= 0
-    ):
-        raise InvalidInputError("older_than", older_than, "must be a duration > 0")
+    seconds = parse_duration(older_than, "older_than")
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)
     if not store.ensure_schema(write=False):
         return 0

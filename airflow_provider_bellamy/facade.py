@@ -243,8 +243,8 @@ class Bellamy:
     def list_decisions(self, job_type: str | None = None, *, limit: int | None = 50) -> list[dict[str, Any]]:
         return decision_log.listing(self.store, job_type, limit=limit)
 
-    def prune_decisions(self, older_than: dt.timedelta | float, *, keep_linked: bool = False) -> int:
-        """Delete the decisions older than ``older_than`` (a timedelta, or seconds); returns how
+    def prune_decisions(self, older_than: dt.timedelta | float | str, *, keep_linked: bool = False) -> int:
+        """Delete the decisions older than ``older_than`` (a timedelta, seconds, or text like ``90d``); returns how
         many. Their runs stay, unlinked; ``keep_linked`` keeps those that led to a run."""
         return decision_log.prune(self.store, older_than, keep_linked=keep_linked)
 

@@ -7,8 +7,8 @@ rendered the templates) and the façade's ``size()``/``predict()``. Each door ha
 bad one is refused with the field and the value named.
 
 Values Jinja rendered as text are converted where that is unambiguous (``"8"`` → 8, ``"0.9"``
-→ 0.9, ``"[1, 2, 4]"`` → ``[1, 2, 4]``, ``"15m"`` → 900 s wherever a duration is accepted) and
-refused otherwise. Pure: no Airflow, no store, no torch.
+→ 0.9, ``"[1, 2, 4]"`` → ``[1, 2, 4]``, ``"15m"``, ``"0:15:00"`` (a rendered timedelta) or
+``"PT15M"`` → 900 s wherever a duration is accepted) and refused otherwise. Pure: no Airflow, no store, no torch.
 """
 
 from __future__ import annotations
@@ -57,9 +57,19 @@ TEMPLATED_ARGUMENTS: tuple[str, ...] = (
     "default_scale_out",
 )
 
-_DURATION_RE = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*$")
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-DURATION_PROBLEM = "must be a duration: seconds, a timedelta, or text like 90, 90s, 15m, 1h30m"
+_AMOUNT = r"(\d+(?:\.\d+)?)"
+# 2w, 1d12h, 1h30m, 90s: each unit once, largest first; a bare number alone is seconds ("1h30" is
+# refused: minutes or seconds?)
+_UNITS_RE = re.compile("".join(rf"(?:{_AMOUNT}\s*{unit}\s*)?" for unit in "wdhms"))
+_UNIT_S = (604_800.0, 86_400.0, 3_600.0, 60.0, 1.0)  # w d h m s
+# what Jinja renders a timedelta to (``str(timedelta)``): "0:15:00", "1 day, 2:00:00", "-1 day, 23:00:00"
+_CLOCK_RE = re.compile(r"(?:([+-]?\d+) days?, )?(\d+):([0-5]\d):([0-5]\d(?:\.\d+)?)")
+# ISO 8601 without years or months, whose length varies (pendulum's and Airflow's text): PT15M, P1DT2H
+_ISO_RE = re.compile(rf"P(?:{_AMOUNT}W)?(?:{_AMOUNT}D)?(?:T(?:{_AMOUNT}H)?(?:{_AMOUNT}M)?(?:{_AMOUNT}S)?)?")
+DURATION_PROBLEM = (
+    "must be a duration: seconds, a timedelta, or text like 90, 90s, 15m, 1h30m, 2d, 0:15:00 or PT15M"
+)
 
 
 def is_template(value: Any) -> bool:
@@ -86,18 +96,37 @@ def _number(value: Any, field: str, problem: str, where: str | None) -> float:
     return number
 
 
+def _duration_text(text: str) -> float | None:
+    """Seconds from text one of the duration forms reads unambiguously, else None."""
+    text = text.strip()
+    if _NUMBER_RE.fullmatch(text):
+        return float(text)
+    clock = _CLOCK_RE.fullmatch(text)
+    if clock:
+        days, hours, minutes, seconds = clock.groups()
+        return int(days or 0) * 86_400.0 + int(hours) * 3_600.0 + int(minutes) * 60.0 + float(seconds)
+    iso = _ISO_RE.fullmatch(text.upper()) if text[:1] in "Pp" else None
+    units = None if iso else _UNITS_RE.fullmatch(text)
+    match = iso or units
+    if match is None or not any(match.groups()):
+        return None
+    # both forms name weeks, days, hours, minutes, seconds in this order
+    return sum(float(a) * unit for a, unit in zip(match.groups(), _UNIT_S, strict=True) if a)
+
+
 def parse_duration(value: Any, field: str, *, where: str | None = None, allow_zero: bool = False) -> float:
-    """Seconds from a number, a ``timedelta``, or text like ``90``, ``90s``, ``15m``, ``1h30m``."""
+    """Seconds from a number, a ``timedelta``, or text: ``90``, ``90s``, ``15m``, ``1h30m``, ``1d12h``,
+    ``2w``; ``0:15:00`` or ``1 day, 2:00:00`` (a timedelta as Jinja renders it); ISO 8601 ``PT15M``.
+
+    The one reader of durations: sizing targets and reserves, pipeline files, the CLI's
+    ``--older-than``, the store's retention."""
     seconds: float | None = None
     if isinstance(value, dt.timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     elif isinstance(value, str):
-        match = _DURATION_RE.match(value)
-        if match and any(match.groups()):
-            h, m, s = (float(g) if g else 0.0 for g in match.groups())
-            seconds = h * 3600 + m * 60 + s
+        seconds = _duration_text(value)
     if seconds is None:
         raise InvalidInputError(field, value, DURATION_PROBLEM, where=where)
     if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.spec import SIZING_ARGUMENTS, SizingSpec
+from airflow_provider_bellamy.spec import SIZING_ARGUMENTS, SizingSpec, parse_duration
 
 BASE: dict[str, Any] = {"job_type": "grep", "scale_outs": [1, 2, 4]}
 DEADLINE = "2026-11-23T06:00:00+00:00"
@@ -31,6 +31,10 @@ FIELDS: list[tuple[str, Any, Any, str, Any, dict[str, Any]]] = [
     ),
     ("target", 900, 900.0, "15m", "soon", {}),
     ("target", dt.timedelta(minutes=15), 900.0, "900", 0, {}),
+    # a timedelta as Jinja renders it ({{ macros.timedelta(minutes=15) }}), and pendulum's ISO text
+    ("target", dt.timedelta(minutes=15), 900.0, "0:15:00", "1h30", {}),
+    ("target", dt.timedelta(hours=26), 93_600.0, "1 day, 2:00:00", "P1M", {}),
+    ("target", dt.timedelta(hours=26), 93_600.0, "P1DT2H", "15M", {}),
     (
         "deadline",
         dt.datetime(2026, 11, 23, 6, tzinfo=dt.timezone.utc),
@@ -159,3 +163,46 @@ def test_arguments_round_trip() -> None:
         {**BASE, "deadline": DEADLINE, "reserve": "5m", "objective": "min_cost", "price_per_node_hour": "0.5"}
     )
     assert SizingSpec.parse(spec.arguments()) == spec
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("90", 90.0),
+        ("1e3", 1000.0),
+        ("90s", 90.0),
+        (" 15m ", 900.0),
+        ("1h 30m", 5400.0),
+        ("0.5h", 1800.0),
+        ("1d12h", 129_600.0),
+        ("2w", 1_209_600.0),
+        (str(dt.timedelta(minutes=15)), 900.0),
+        (str(dt.timedelta(days=2, seconds=0.5)), 172_800.5),
+        ("PT15M", 900.0),
+        ("pt1h", 3600.0),
+        ("P2W", 1_209_600.0),
+    ],
+)
+def test_duration_text_every_door_reads(text: str, seconds: float) -> None:
+    assert parse_duration(text, "target") == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("1h30", "must be a duration"),  # 30 minutes or 30 seconds?
+        ("15M", "must be a duration"),  # minutes, or ISO 8601's months?
+        ("P1M", "must be a duration"),  # a month has no fixed length
+        ("15 min", "must be a duration"),
+        ("PT", "must be a duration"),
+        ("inf", "must be a duration"),
+        ("-5", "> 0"),
+        (str(-dt.timedelta(minutes=15)), "> 0"),
+        ("0:00:00", "> 0"),
+    ],
+)
+def test_ambiguous_or_negative_duration_text_is_refused_naming_it(text: str, problem: str) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        parse_duration(text, "target")
+    assert err.value.field == "target" and err.value.value == text
+    assert problem in str(err.value)

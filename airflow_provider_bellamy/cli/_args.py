@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import re
 from typing import Any
 
+from airflow_provider_bellamy import spec
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import MAX_CANDIDATES
 
@@ -75,17 +75,6 @@ def scale_outs_from(text: str) -> list[int]:
     return list(candidates)
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def parse_duration(text: str, field: str) -> dt.timedelta:
-    """``90d``, ``12h``, ``1d12h``, ``30m``, ``2w`` → a timedelta > 0."""
-    compact = text.strip().lower().replace(" ", "")
-    parts = _DURATION_PART.findall(compact)
-    if not compact or "".join(n + u for n, u in parts) != compact:
-        raise InvalidInputError(field, text, "expected a duration such as 90d, 12h, 2w or 1d12h")
-    seconds = sum(float(n) * _UNIT_S[u] for n, u in parts)
-    if seconds <= 0:
-        raise InvalidInputError(field, text, "must be longer than 0")
-    return dt.timedelta(seconds=seconds)
+    """``90d``, ``12h``, ``1d12h``, ``2w`` (any duration ``spec.parse_duration`` reads) → a timedelta > 0."""
+    return dt.timedelta(seconds=spec.parse_duration(text, field))

@@ -148,9 +148,12 @@ def test_decisions_prune_deletes_old_ones_and_unlinks_their_runs(store: Store, b
         run = s.get(Run, run_id)
         assert run is not None and run.decision_id is None
     assert old_unlinked not in {d["id"] for d in bellamy.list_decisions()}
-    for bad in (0, -5, float("nan"), "90d", True):
+    for bad in (0, -5, float("nan"), "soon", "1h30", True):
         with pytest.raises(InvalidInputError, match="older_than"):
             bellamy.prune_decisions(bad)  # type: ignore[arg-type]
+    # text as the CLI and a templated retention task give it: only the recent one is younger
+    assert bellamy.prune_decisions("2h") == 1
+    assert bellamy.list_decisions() == []
 
 
 def test_prune_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
