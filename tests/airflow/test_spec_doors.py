@@ -36,6 +36,9 @@ FACADE = {
 TABLE: list[tuple[dict[str, Any], tuple[str, Any] | None]] = [
     ({"target": "15m"}, None),
     ({"target": "300"}, None),
+    ({"target": "0:05:00"}, None),  # {{ macros.timedelta(minutes=5) }} as Jinja renders it
+    ({"target": "PT5M"}, None),
+    ({"target": "1h30"}, ("target", "1h30")),
     ({"target": 300, "confidence": "0.8"}, None),
     ({"scale_outs": "[8, 2, 4]", "default_scale_out": "4"}, None),
     ({"target": "1h30m", "objective": "min_cost", "price_per_node_hour": "0.25"}, None),
