@@ -114,7 +114,12 @@ def test_spark_operator_local_and_standalone_real_runs(
         params={"target_s": 120},
     ) as dag:
         BellamySparkSubmitOperator(task_id="local_grep", conn_id=spark_local_conn, **common)
-        BellamySparkSubmitOperator(task_id="standalone_grep", conn_id=spark_standalone_conn, **common)
+        BellamySparkSubmitOperator(
+            task_id="standalone_grep",
+            conn_id=spark_standalone_conn,
+            # a timedelta renders as "0:02:00": read as the 120 s it is
+            **{**common, "target": "{{ macros.timedelta(seconds=params.target_s) }}"},
+        )
         BellamySparkSubmitOperator(
             task_id="failing",
             conn_id=spark_local_conn,
@@ -146,6 +151,7 @@ def test_spark_operator_local_and_standalone_real_runs(
     assert local["decision_id"] == decision["decision_id"]
 
     # standalone: 2 executors of 1 core, the runtime is the application's own duration per the master
+    assert xcom_value(dr, "standalone_grep", "bellamy_decision")["target_s"] == decision["target_s"] == 120
     cmd = xcom_value(dr, "standalone_grep", "spark_submit_command")
     assert cmd[cmd.index("--master") + 1] == spark_standalone.master_url
     assert cmd[cmd.index("--total-executor-cores") + 1] == "2"
