@@ -135,18 +135,25 @@ def parse_duration(value: Any, field: str, *, where: str | None = None, allow_ze
     return seconds
 
 
+def _rendered_literal(text: str, field: str, problem: str, where: str | None) -> Any:
+    """The value a template rendered as text: JSON, or a Python literal, as Jinja renders a list or
+    dict (``"{'cores': 8}"``); never code (``ast.literal_eval`` reads literals only)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise InvalidInputError(field, text, problem, where=where) from None
+
+
 def parse_scale_outs(value: Any, field: str = "scale_outs", where: str | None = None) -> list[int]:
     """Candidate scale-outs, sorted without repeats, from a list (tuple, range, array), a range
     ``{min, max, step}``, or the text of a list (``"[1, 2, 4]"``, as a template renders it)."""
     if isinstance(value, str):
         text = value.strip()
-        try:
-            value = json.loads(text)
-        except ValueError:
-            try:
-                value = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                raise InvalidInputError(field, text, "must be a list of integers >= 1", where=where) from None
+        value = _rendered_literal(text, field, "must be a list of integers >= 1", where)
         if isinstance(value, str):
             raise InvalidInputError(field, text, "must be a list of integers >= 1", where=where)
     if isinstance(value, Mapping):
@@ -217,16 +224,13 @@ def parse_target(value: Any, field: str = "target_s", where: str | None = None) 
 
 
 def parse_properties(value: Any, field: str = "properties", where: str | None = None) -> dict[str, Any]:
-    """The context as given: a mapping (or its JSON, as a template renders it). Values are only
+    """The context as given: a mapping (or its text, JSON or as a template renders a dict). Values are only
     checked here; they are converted where the job type's stored runs are known
     (``records.conform_context``), so that ``"08"`` keeps its identity where runs hold text."""
     if value is None:
         return {}
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise InvalidInputError(field, value, "must be a mapping (or its JSON)", where=where) from None
+        value = _rendered_literal(value.strip(), field, "must be a mapping (or its text)", where)
     if not isinstance(value, Mapping):
         raise InvalidInputError(field, value, "must be a mapping of property to value", where=where)
     for key, item in value.items():

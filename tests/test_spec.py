@@ -20,6 +20,15 @@ FIELDS: list[tuple[str, Any, Any, str, Any, dict[str, Any]]] = [
     ("job_type", "grep", "grep", " grep ", "all", {}),
     ("framework", "Spark", "spark", "spark", 3, {}),
     ("properties", {"cores": 8}, {"cores": 8}, '{"cores": 8}', {"cores": float("nan")}, {}),
+    # "{{ params.context }}" renders a dict as Python writes it; a literal is read, code never
+    (
+        "properties",
+        {"cores": 8, "m": "r4"},
+        {"cores": 8, "m": "r4"},
+        "{'cores': 8, 'm': 'r4'}",
+        "__import__('os')",
+        {},
+    ),
     ("scale_outs", [4, 1, 2], [1, 2, 4], "[1, 2, 4]", [1, 0], {}),
     (
         "scale_outs",
