@@ -1,13 +1,18 @@
 # Writes docs/results/synthetic-trace-s22.csv (run from the project root): a second trace unlike the bundled ones.
+# `python docs/results/synthetic-trace-s22.py 0 /tmp/s22-no-stragglers.csv`: the same without stragglers.
 """Spark-like jobs with physics the bundled traces and session 21's trace lack: a shuffle whose
 all-to-all cost grows with the cluster, machine types that differ in per-core speed (a property no
 run records: only the machine type's name carries it), an iterative job whose per-iteration
 synchronisation does not shrink with the cluster, 2..24 executors on a denser grid, and stragglers
 (4 % of the runs 1.3-2x slower, as a slow node or a re-tried task makes them)."""
 
+import sys
+
 import numpy as np
 import pandas as pd
 
+STRAGGLERS = float(sys.argv[1]) if len(sys.argv) > 1 else 0.04
+OUT = sys.argv[2] if len(sys.argv) > 2 else "docs/results/synthetic-trace-s22.csv"
 rng = np.random.default_rng(22)
 # name: (cores, memory_mb, per-core speed)
 machines = {
@@ -32,7 +37,7 @@ for job in ("scan", "sessionize", "train"):
                         t = 15 + iterations * (0.5 * cpu + 0.35 + 0.05 * np.log2(n))
                     for _ in range(3):
                         noise = np.exp(rng.normal(0, 0.03))
-                        if rng.random() < 0.04:
+                        if rng.random() < STRAGGLERS:
                             noise *= rng.uniform(1.3, 2.0)
                         rows.append(
                             dict(
@@ -49,5 +54,5 @@ for job in ("scan", "sessionize", "train"):
                             )
                         )
 df = pd.DataFrame(rows)
-df.to_csv("docs/results/synthetic-trace-s22.csv", index=False)
+df.to_csv(OUT, index=False)
 print(len(df), df.groupby("job_type").size().to_dict())
