@@ -523,6 +523,7 @@ def nearest_curve(
     grid: Sequence[float],
     names: Iterable[str],
     align: str | None = None,
+    twin_names: Iterable[str] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(log scale-outs, mean log runtime) of the training contexts of ``context``'s job type,
     weighted by exp(-distance / NEAREST_LENGTH) (``property_distance`` over ``names``), on the
@@ -535,7 +536,11 @@ def nearest_curve(
     fewer than two, or a context does not give ``align``).
 
     ``curves``: one entry per training context, {"context": properties, "log_runtime": mean log
-    runtime per scale-out of ``grid`` (None where it had no run)}."""
+    runtime per scale-out of ``grid`` (None where it had no run)}.
+
+    ``twin_names``: the properties a twin agrees in (``nearest_weight``); where some training
+    contexts lie at distance 0 in them, their curve alone: the others stand in for a measurement
+    the twins are."""
     names = list(names)
     job = context.get("job_type")
     same = [c for c in curves if c["context"].get("job_type") == job]
@@ -544,10 +549,12 @@ def nearest_curve(
     values = np.array([[np.nan if v is None else v for v in c["log_runtime"]] for c in same], dtype=float)
     distance = np.array([property_distance(context, c["context"], names) for c in same])
     weight = np.exp(-(distance - distance.min()) / NEAREST_LENGTH)
-    # the scale-outs every context that matters measured (weight ≥ 1 %): one curve, one shape;
-    # where twins exist (distance 0, ``nearest_weight``) they alone: the others' curves stand in
-    # for a measurement the twins are
-    matters = weight >= 0.01 if distance.min() > 0 else distance == 0
+    # the scale-outs every context that matters measured (weight ≥ 1 %): one curve, one shape
+    matters = weight >= 0.01
+    if twin_names is not None:
+        twin_names = list(twin_names)
+        twins = np.array([property_distance(context, c["context"], twin_names) == 0 for c in same])
+        matters = twins if twins.any() else matters
     log_grid = np.log(np.asarray(grid, dtype=float))
     if align is not None:
         return _aligned_curve(

@@ -656,7 +656,14 @@ class RuntimeModel:
         it in the properties it gives with a value the model knows, carried by scale-out or by the
         ratio of ``align`` (``finetuning.nearest_curve``)."""
         curves = self.metadata["curves"]
-        return nearest_curve(ctx, curves["contexts"], curves["scale_outs"], self._nearest_names(ctx), align)
+        return nearest_curve(
+            ctx,
+            curves["contexts"],
+            curves["scale_outs"],
+            self._nearest_names(ctx),
+            align,
+            self._twin_names(ctx),
+        )
 
     def _nearest_names(self, ctx: dict[str, str | float]) -> list[str]:
         """The properties the nearest training contexts are found by: those ``ctx`` gives with a
@@ -672,9 +679,18 @@ class RuntimeModel:
 
     def _nearest_distance(self, ctx: dict[str, str | float]) -> float | None:
         """How far the training context of ``ctx``'s job nearest to it lies in those properties
-        (``finetuning.nearest_distance``; 0: a twin but for its unknown values)."""
+        and in the derived ones the network reads (``finetuning.nearest_distance``; 0: a twin but
+        for its unknown values). (A new machine type whose memory or cores alone differ, read as
+        unknown where they never varied, still moves the input per node's memory or per core,
+        whose effect the network learned: no twin, C3O's sgd on m4.2xlarge held out in a fold.)"""
         curves = self.metadata.get("curves") or {}
-        return nearest_distance(ctx, curves.get("contexts", []), self._nearest_names(ctx))
+        return nearest_distance(ctx, curves.get("contexts", []), self._twin_names(ctx))
+
+    def _twin_names(self, ctx: dict[str, str | float]) -> list[str]:
+        """What a twin agrees in: the properties ``ctx`` gives with known values and the derived
+        ones the network reads (``_nearest_distance``)."""
+        derived = [p for p in DERIVED if p in self.schema.properties and ctx.get(p) is not None]
+        return self._nearest_names(ctx) + derived
 
     @property
     def _likelihood_sd(self) -> float:

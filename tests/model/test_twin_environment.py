@@ -95,11 +95,17 @@ def test_a_twin_alone_makes_the_nearest_curve() -> None:
     grid = [1.0, 2.0, 4.0]
     twin = {"context": {"job_type": "j", "cores": 8.0}, "log_runtime": [3.0, 2.5, 2.0]}
     other = {"context": {"job_type": "j", "cores": 4.0}, "log_runtime": [4.0, 3.5, 3.0]}
-    found = nearest_curve({"job_type": "j", "cores": 8.0}, [twin, other], grid, ["cores"])
+    found = nearest_curve(
+        {"job_type": "j", "cores": 8.0}, [twin, other], grid, ["cores"], twin_names=["cores"]
+    )
     assert found is not None
     np.testing.assert_allclose(found[1], [3.0, 2.5, 2.0])
-    # no twin (cores 6): both weigh in, as before
-    found = nearest_curve({"job_type": "j", "cores": 6.0}, [twin, other], grid, ["cores"])
+    # without asking for twins (the kernel alone), or with no twin (cores 6): both weigh in, as before
+    found = nearest_curve({"job_type": "j", "cores": 8.0}, [twin, other], grid, ["cores"])
+    assert found is not None and np.all(found[1] > [3.0, 2.5, 2.0])
+    found = nearest_curve(
+        {"job_type": "j", "cores": 6.0}, [twin, other], grid, ["cores"], twin_names=["cores"]
+    )
     assert found is not None
     assert np.all(found[1] > [3.0, 2.5, 2.0]) and np.all(found[1] < [4.0, 3.5, 3.0])
 
@@ -149,3 +155,26 @@ def test_a_twin_in_an_environment_of_another_shape_keeps_its_band_covering(
         widths.append(float(np.mean(np.log(band.upper / band.lower))))
     assert np.all(band.lower <= truth[[1, 3, 5]]) and np.all(truth[[1, 3, 5]] <= band.upper), (band, truth)
     assert widths[1] > widths[0], widths
+
+
+def test_a_machine_type_that_moves_what_the_network_reads_is_no_twin(
+    one_environment: tuple[RuntimeModel, pd.DataFrame],
+) -> None:
+    """Memory never varied in training (both machine types have 32 GB), so a new machine type's
+    16 GB reads as unknown; but the input per node's memory, which the network reads, moves with
+    it: the nearest contexts keep their share (``NEAREST_WEIGHT``), the network its learned effect.
+    Another cluster alone moves nothing the network reads: a twin."""
+    model, train = one_environment
+    other_cluster = model._normalise(_context())
+    assert model._nearest_distance(other_cluster) == 0.0
+    smaller = model._normalise(
+        {**_context(), "environment": "k8s", "machine_type": "n2-small", "memory_mb": 16384.0}
+    )
+    assert "memory_mb" in model.schema.unknown_properties(smaller)
+    assert model._nearest_distance(smaller) > 0
+    runs = _of(train, _context()).drop_duplicates("scale_out").iloc[:1]
+    tuned = model.finetune(runs.assign(machine_type="n2-small", memory_mb=16384.0))
+    assert tuned.tuned is not None and tuned.tuned.nearest is not None
+    assert tuned.tuned.nearest.weight == NEAREST_WEIGHT
+    twin = model.finetune(runs.assign(environment="yarn"))
+    assert twin.tuned is not None and twin.tuned.nearest is not None and twin.tuned.nearest.weight == 1.0
