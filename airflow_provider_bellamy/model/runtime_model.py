@@ -639,7 +639,7 @@ class RuntimeModel:
         contexts (``finetuning.nearest_weight``: distance 0): the twins' mean log runtime at
         ``ns`` (beyond their scale-outs the network's shape, ``nearest_log_runtime``), the
         curve its prediction follows; None for any other context."""
-        if not self.schema.unknown_properties(ctx) or self._nearest_distance(ctx) != 0.0:
+        if self._nearest_distance(ctx) != 0.0:
             return None
         found = self._nearest_training_curve(ctx)
         if found is None:
@@ -662,7 +662,7 @@ class RuntimeModel:
             curves["scale_outs"],
             self._nearest_names(ctx),
             align,
-            self._twin_names(ctx),
+            self._twin_names(ctx) if self.schema.unknown_properties(ctx) else None,
         )
 
     def _nearest_names(self, ctx: dict[str, str | float]) -> list[str]:
@@ -682,7 +682,11 @@ class RuntimeModel:
         and in the derived ones the network reads (``finetuning.nearest_distance``; 0: a twin but
         for its unknown values). (A new machine type whose memory or cores alone differ, read as
         unknown where they never varied, still moves the input per node's memory or per core,
-        whose effect the network learned: no twin, C3O's sgd on m4.2xlarge held out in a fold.)"""
+        whose effect the network learned: no twin, C3O's sgd on m4.2xlarge held out in a fold.)
+        None for a context without such values: it is no twin of anything (one lacking a property
+        is not either: what it lacks may differ)."""
+        if not self.schema.unknown_properties(ctx):
+            return None
         curves = self.metadata.get("curves") or {}
         return nearest_distance(ctx, curves.get("contexts", []), self._twin_names(ctx))
 
