@@ -58,7 +58,9 @@ from airflow_provider_bellamy.model.finetuning import (
     combine_nearest,
     fit_context,
     nearest_curve,
+    nearest_distance,
     nearest_log_runtime,
+    nearest_weight,
     replicate_checks,
     superlinear_rise,
     tuned_log_runtime,
@@ -582,6 +584,8 @@ class RuntimeModel:
             else OTHER_ENVIRONMENT_PRIOR,
             # a guess: the network's shape was learned ≥ FAR_FACTOR away, its runs show their own
             learned_shape=not (outside and ext.guessing),
+            # a twin's measured curve is what the prediction follows (``_nearest_for``)
+            shape=None if (twin := self._twin_log(ctx, ns)) is None else twin[None],
         )
         check_rms, check_count = float(fit.check_rms[0]), int(fit.check_count[0])
         if outside:
@@ -627,7 +631,23 @@ class RuntimeModel:
         log_n, log_runtime = combine_nearest(
             found, network_at, ns, log_y, self._likelihood_sd, run_sd=float(self.calibration.noise_sd)
         )
-        return NearestCurve(tuple(log_n.tolist()), tuple(log_runtime.tolist()), NEAREST_WEIGHT)
+        weight = nearest_weight(self._nearest_distance(ctx))
+        return NearestCurve(tuple(log_n.tolist()), tuple(log_runtime.tolist()), weight)
+
+    def _twin_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray | None:
+        """For a context with a value the model reads as unknown and a twin among the training
+        contexts (``finetuning.nearest_weight``: distance 0): the twins' mean log runtime at
+        ``ns`` (beyond their scale-outs the network's shape, ``nearest_log_runtime``), the
+        curve its prediction follows; None for any other context."""
+        if self._nearest_distance(ctx) != 0.0:
+            return None
+        found = self._nearest_training_curve(ctx)
+        if found is None:
+            return None
+        log_n, log_runtime = found
+        at = np.asarray(ns, dtype=np.float64)
+        ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
+        return nearest_log_runtime(log_n, log_runtime, self._network_log(ctx, at), ends, at)
 
     def _nearest_training_curve(
         self, ctx: dict[str, str | float], align: str | None = None
@@ -636,7 +656,19 @@ class RuntimeModel:
         it in the properties it gives with a value the model knows, carried by scale-out or by the
         ratio of ``align`` (``finetuning.nearest_curve``)."""
         curves = self.metadata["curves"]
-        names = [
+        return nearest_curve(
+            ctx,
+            curves["contexts"],
+            curves["scale_outs"],
+            self._nearest_names(ctx),
+            align,
+            self._twin_names(ctx) if self.schema.unknown_properties(ctx) else None,
+        )
+
+    def _nearest_names(self, ctx: dict[str, str | float]) -> list[str]:
+        """The properties the nearest training contexts are found by: those ``ctx`` gives with a
+        value the model knows."""
+        return [
             p
             for p in self.schema.properties
             if p not in ALWAYS_KNOWN
@@ -644,7 +676,25 @@ class RuntimeModel:
             and ctx.get(p) is not None
             and self.schema.is_known(p, ctx[p])
         ]
-        return nearest_curve(ctx, curves["contexts"], curves["scale_outs"], names, align)
+
+    def _nearest_distance(self, ctx: dict[str, str | float]) -> float | None:
+        """How far the training context of ``ctx``'s job nearest to it lies in those properties
+        and in the derived ones the network reads (``finetuning.nearest_distance``; 0: a twin but
+        for its unknown values). (A new machine type whose memory or cores alone differ, read as
+        unknown where they never varied, still moves the input per node's memory or per core,
+        whose effect the network learned: no twin, C3O's sgd on m4.2xlarge held out in a fold.)
+        None for a context without such values: it is no twin of anything (one lacking a property
+        is not either: what it lacks may differ)."""
+        if not self.schema.unknown_properties(ctx):
+            return None
+        curves = self.metadata.get("curves") or {}
+        return nearest_distance(ctx, curves.get("contexts", []), self._twin_names(ctx))
+
+    def _twin_names(self, ctx: dict[str, str | float]) -> list[str]:
+        """What a twin agrees in: the properties ``ctx`` gives with known values and the derived
+        ones the network reads (``_nearest_distance``)."""
+        derived = [p for p in DERIVED if p in self.schema.properties and ctx.get(p) is not None]
+        return self._nearest_names(ctx) + derived
 
     @property
     def _likelihood_sd(self) -> float:
@@ -903,7 +953,10 @@ class RuntimeModel:
         near = nearest_log_runtime(
             log_n, log_runtime, network, self._network_log(ctx, np.exp(log_n[[0, -1]])), ns
         )
-        weight = nearest_share(ext if ext is not None else signals(self.metadata["domain"], ctx))
+        weight = nearest_share(
+            ext if ext is not None else signals(self.metadata["domain"], ctx),
+            nearest_weight(self._nearest_distance(ctx)),
+        )
         return (1 - weight) * network + weight * near
 
     def _network_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray:
@@ -1832,14 +1885,15 @@ class _Continuation:
     guesses: tuple[np.ndarray, ...]
 
 
-def nearest_share(ext: Extrapolation) -> float:
+def nearest_share(ext: Extrapolation, weight: float = NEAREST_WEIGHT) -> float:
     """The nearest training curves' share in a prediction before the context's first run:
-    ``NEAREST_WEIGHT`` while the context lies at most one trained span beyond the range of every
-    number that varied in training (``OutOfRange.widths`` ≤ 1: no farther out than the training
-    contexts lie apart), then falling as one over the distance in spans. Numbers with one trained
-    value do not count: the network reads them as that value, the curves ignore them."""
+    ``weight`` (``finetuning.nearest_weight``) while the context lies at most one trained span
+    beyond the range of every number that varied in training (``OutOfRange.widths`` ≤ 1: no
+    farther out than the training contexts lie apart), then falling as one over the distance in
+    spans. Numbers with one trained value do not count: the network reads them as that value,
+    the curves ignore them."""
     widths = max((o.widths for o in ext.out_of_range if o.span > 0), default=0.0)
-    return NEAREST_WEIGHT * min(1.0, 1.0 / widths) if widths > 0 else NEAREST_WEIGHT
+    return weight * min(1.0, 1.0 / widths) if widths > 0 else weight
 
 
 # What the band's reason calls a signal no held-out context showed (_band_sources).
