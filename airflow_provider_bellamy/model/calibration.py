@@ -9,6 +9,7 @@ which make the confidence of a sizing decision mean what it says.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections import Counter
@@ -476,6 +477,7 @@ def calibrate(
     *,
     noise_sd: float,
     jobs: Sequence[str | None] | None = None,
+    h_tables: np.ndarray | None = None,
 ) -> Calibration:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
@@ -506,6 +508,12 @@ def calibrate(
     ``jobs`` [C] (the contexts' job types): with two or more, the tables keep each job type's
     scale relative to the pool, per side (``job_scales``, ≥ 1), which its band multiplies by.
 
+    ``h_tables`` [M, C, F]: the heads whose out-of-fold residuals make the band's tables, where
+    they are not ``h_members`` (``training.train_ensemble``'s ``cross_fitted``: each from an epoch
+    its context did not choose). The fine-tuning settings are chosen on ``h_members`` as before (a
+    choice by the ranking of errors, and what the model's predictions follow); the tables, a claim
+    on the errors' size, read the heads no selection was fitted to, on the same draws of points.
+
     No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
     h_oof: list[np.ndarray] = []
@@ -514,7 +522,9 @@ def calibrate(
     for m, fold in enumerate(folds):
         if m >= h_members.shape[0] or len(fold) == 0:
             continue
-        h_oof.append(h_members[m, fold])
+        h_oof.append(
+            h_members[m, fold] if h_tables is None else np.stack([h_members[m, fold], h_tables[m, fold]])
+        )
         ctx_ids.extend(int(c) for c in fold)
         divisors.extend(
             np.ones(len(fold)) if fold_scales is None else np.asarray(fold_scales[m], dtype=float)
@@ -522,7 +532,9 @@ def calibrate(
     if not ctx_ids:
         return Calibration(noise_sd, settings or FineTuning(likelihood_sd))
     divisor = np.asarray(divisors)
-    h_all = np.concatenate(h_oof).astype(np.float64)
+    # (with ``h_tables``: [2, contexts, F], the settings' heads and the tables')
+    h_pair = np.concatenate(h_oof, axis=-2).astype(np.float64)
+    h_all = h_pair if h_tables is None else h_pair[0]
     run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
     prior_of = OTHER_ENVIRONMENT_PRIOR if other_priors is None else np.asarray(other_priors)[ctx_ids]
@@ -533,10 +545,13 @@ def calibrate(
         lik_sd: float,
         draws: int,
         corrections: Sequence[tuple[float, float]] = ((0.0, 0.5),),
+        heads: np.ndarray = h_all,
+        gen: np.random.Generator = rng,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Out-of-fold log residuals at the test runs ([one row per residual correction] ×
         runs), the scale-outs they were at, the index (into ``ctx_ids``) of their context and
-        their log distance to the nearest picked scale-out."""
+        their log distance to the nearest picked scale-out (of ``heads``, points drawn by
+        ``gen``)."""
         out: list[np.ndarray] = []
         at: list[np.ndarray] = []
         owner: list[np.ndarray] = []
@@ -544,18 +559,18 @@ def calibrate(
         for _ in range(draws):
             picks, tests = [], []
             for runs in run_ids:
-                p, t = pick_points(scale_out[runs], k, rng)
+                p, t = pick_points(scale_out[runs], k, gen)
                 picks.append(runs[p])
                 tests.append(runs[t])
-            delta = np.zeros_like(h_all)
-            theta, share = np.zeros((len(h_all), 4)), np.zeros(len(h_all))
+            delta = np.zeros_like(heads)
+            theta, share = np.zeros((len(heads), 4)), np.zeros(len(heads))
             if k:
                 b, yy, w, ns = _padded(picks, basis, log_y, scale_out)
                 fit = fit_context(
-                    h_all[:, None, :], b, ns, yy, w, noise_sd=lik_sd, learned_cov=cov, other_prior=prior_of
+                    heads[:, None, :], b, ns, yy, w, noise_sd=lik_sd, learned_cov=cov, other_prior=prior_of
                 )
                 delta, theta, share = fit.delta[:, 0], fit.theta, fit.parametric_weight
-            hh = h_all + delta
+            hh = heads + delta
             for i, t in enumerate(tests):
                 if len(t) == 0:
                     continue
@@ -617,6 +632,8 @@ def calibrate(
     prior_cov = cov * prior_scale**2
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
+    # (the tables' heads draw the same points: their generator's copy, the model's one left as is)
+    twin = copy.deepcopy(rng)
     per_k = [residuals(k, prior_cov, lik_sd, draws, CORRECTIONS) for k in range(MAX_K + 1)]
     # the residual correction that predicts the out-of-fold runs best, as the prior was chosen
     errors = [_out_of_fold_error([rows[g] for rows, *_ in per_k[1:]]) for g in range(len(CORRECTIONS))]
@@ -631,6 +648,14 @@ def calibrate(
         residual_correction_scores={f"{a}/{ln}": e for (a, ln), e in zip(CORRECTIONS, errors, strict=True)},
     )
     chosen = [(rows[best], at, owner, d) for rows, at, owner, d in per_k]
+    if h_tables is not None:
+        chosen = [
+            (rows[0], at, owner, d)
+            for rows, at, owner, d in (
+                residuals(k, prior_cov, lik_sd, draws, (CORRECTIONS[best],), h_pair[1], twin)
+                for k in range(MAX_K + 1)
+            )
+        ]
     job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
     tables = _tables_per_k(
         chosen, env_of, small_max, len(ctx_ids), job_scales=job_scales(chosen, job_of, small_max)

@@ -463,8 +463,9 @@ class RuntimeModel:
         def deadline(fraction: float) -> float | None:
             return started + fraction * cfg.time_budget_s if cfg.time_budget_s else None
 
+        cross_fitted: list[np.ndarray] = []
         net, member_stats = train_ensemble(
-            data, folds, seed=seed, config=cfg, deadline=deadline(0.75 * share)
+            data, folds, seed=seed, config=cfg, deadline=deadline(0.75 * share), cross_fitted=cross_fitted
         )
         params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
         architecture = {
@@ -475,10 +476,23 @@ class RuntimeModel:
         }
         runs_np = _RunsArrays(data)
         h_members = inference.log_weights(params, runs_np.vectors, runs_np.mask)  # [M, C, F]
+        # the out-of-fold heads the band's tables read: each from an epoch its context did not
+        # choose (train_ensemble's ``cross_fitted``; the kept parameters' where its fold was unsplit)
+        h_out_of_fold = np.where(np.isnan(cross_fitted[0]), h_members, cross_fitted[0])
         noise_sd = noise_sd_of(data)
         environments = _context_property(data.context_keys, keys, contexts, "environment")
         calibration = (
-            _calibrated(h_members, folds, runs_np, noise_sd, rng, deadline(0.95 * share), environments, jobs)
+            _calibrated(
+                h_members,
+                folds,
+                runs_np,
+                noise_sd,
+                rng,
+                deadline(0.95 * share),
+                environments,
+                jobs,
+                h_out_of_fold=h_out_of_fold,
+            )
             if k_folds > 1
             else Calibration(noise_sd, FineTuning(max(noise_sd, _training_rms(h_members, runs_np, folds))))
         )
@@ -1590,10 +1604,13 @@ def _calibrated(
     deadline: float | None,
     environments: list[str | None],
     jobs: list[str | None] | None = None,
+    h_out_of_fold: np.ndarray | None = None,
 ) -> Calibration:
     """``calibrate`` on the members' out-of-fold predictions; the fine-tuning likelihood width is
     the members' training misfit where calibration has no better choice. ``jobs``: the contexts'
-    job types, for per-job scales of the tables (not where job types are held out whole)."""
+    job types, for per-job scales of the tables (not where job types are held out whole).
+    ``h_out_of_fold`` [M, C, F]: the heads the band's tables read for each member's fold (default
+    ``h_members``, which choose the fine-tuning settings either way: ``calibrate``'s ``h_tables``)."""
     likelihood_sd = max(noise_sd, _training_rms(h_members, data, folds))
     return calibrate(
         h_members,
@@ -1608,6 +1625,7 @@ def _calibrated(
         environments,
         noise_sd=noise_sd,
         jobs=jobs,
+        h_tables=h_out_of_fold,
     )
 
 

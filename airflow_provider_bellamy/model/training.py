@@ -143,9 +143,20 @@ def train_ensemble(
     seed: int,
     config: TrainingConfig,
     deadline: float | None,
+    cross_fitted: list[np.ndarray] | None = None,
 ) -> tuple[BellamyNet, list[dict[str, float]]]:
     """Train ``config.members`` members at once; member m holds out the contexts of fold m
-    (cyclically) and stops early on them; with one fold of no contexts, on its training loss."""
+    (cyclically) and stops early on them; with one fold of no contexts, on its training loss.
+
+    ``cross_fitted`` (a list): receives the members' out-of-fold heads [M, C, F] for calibration.
+    A member keeps the epoch best on its whole fold, so that fold's errors at that epoch are the
+    smallest of the epochs tried: residuals too small to calibrate a band on (the selection is
+    fitted to them). Each fold is split into two halves (``split_fold``) whose best epochs are
+    tracked apart, and a context's head comes from the epoch chosen on the other half: an error
+    of an epoch chosen without it. The member's parameters stay those best on the whole fold.
+    NaN where the kept parameters' heads stand: contexts outside the folds, and folds of one
+    context (which cannot be split: their selection stays fitted to them).
+    """
     device = data.vectors.device
     m_count, n_ctx = config.members, data.vectors.shape[0]
     net = BellamyNet(
@@ -170,6 +181,19 @@ def train_ensemble(
     best = {k: v.detach().clone() for k, v in params.items()}
     best_val = torch.full((m_count,), float("inf"))
     best_epoch = torch.zeros(m_count)
+    # per half of each member's fold (0 or 1; -1: outside the fold or unsplit): the best error
+    # on it so far and the heads at that epoch (``cross_fitted``)
+    half = torch.full((m_count, n_ctx), -1, dtype=torch.long, device=device)
+    if cross_fitted is not None:
+        for m in range(m_count):
+            first, second = split_fold(folds[m % len(folds)], seed * 1000 + m)
+            if len(first) and len(second):
+                half[m, torch.as_tensor(first, device=device)] = 0
+                half[m, torch.as_tensor(second, device=device)] = 1
+    w_half = [(half[:, data.ctx_index] == j).float() for j in (0, 1)]  # [M, N] each
+    split = [bool((w.sum(1) > 0).any()) for w in w_half]
+    best_half_val = [torch.full((m_count,), float("inf")) for _ in (0, 1)]
+    best_half_h: list[torch.Tensor | None] = [None, None]
     basis = data.basis.unsqueeze(0)
     delta = config.huber_delta
     dropout = config.property_dropout if data.droppable is not None and bool(data.droppable.any()) else 0.0
@@ -196,6 +220,8 @@ def train_ensemble(
                 h, _ = net.log_weights(data.vectors, data.mask)
                 err = log_runtime(h[:, data.ctx_index], basis) - data.log_y
                 val = ((err.abs() * w_val).sum(1) / w_val.sum(1)).cpu()
+                if all(split):
+                    _track_halves(h, err.abs(), w_half, best_half_val, best_half_h)
             else:
                 val = ((absolute * w_tr).sum(1) / w_tr.sum(1)).detach().cpu()
             sched.step(float(val.mean()))
@@ -214,11 +240,51 @@ def train_ensemble(
         for k, v in params.items():
             v.copy_(best[k])
     net.eval()
+    if cross_fitted is not None:
+        heads = np.full((m_count, n_ctx, data.basis.shape[1]), np.nan)
+        # a context of one half takes the heads of the epoch the other half chose
+        for j in (0, 1):
+            chosen = best_half_h[1 - j]
+            if chosen is not None:
+                mine = (half == j).cpu().numpy()
+                heads[mine] = chosen.cpu().numpy().astype(np.float64)[mine]
+        cross_fitted.append(heads)
     stats = [
         {"epochs": float(epoch), "best_epoch": float(best_epoch[m]), "val_mae_log": float(best_val[m])}
         for m in range(m_count)
     ]
     return net, stats
+
+
+def split_fold(fold: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A fold's contexts in two random halves (sorted; the first the smaller); a fold of fewer
+    than two contexts cannot be split: it is the first, the second is empty."""
+    fold = np.asarray(fold, dtype=np.int64)
+    if len(fold) < 2:
+        return fold, fold[:0]
+    order = np.random.default_rng([seed, 23]).permutation(len(fold))
+    cut = len(fold) // 2
+    return np.sort(fold[order[:cut]]), np.sort(fold[order[cut:]])
+
+
+def _track_halves(
+    h: torch.Tensor,
+    absolute: torch.Tensor,
+    w_half: list[torch.Tensor],
+    best_val: list[torch.Tensor],
+    best_h: list[torch.Tensor | None],
+) -> None:
+    """Per half of each member's fold: keep the heads of the epoch with the lowest mean absolute
+    error on it (the same rule as the whole fold's); members whose fold is unsplit never improve."""
+    for j, w in enumerate(w_half):
+        val = ((absolute * w).sum(1) / w.sum(1).clamp(min=1.0)).cpu()
+        improved = (val < best_val[j] - 1e-5) & (w.sum(1).cpu() > 0)
+        if best_h[j] is None:
+            best_h[j] = h.detach().clone()
+        if improved.any():
+            sel = improved.to(h.device)
+            best_h[j][sel] = h.detach()[sel]  # type: ignore[index]
+            best_val[j] = torch.where(improved, val, best_val[j])
 
 
 def noise_sd_of(data: EncodedRuns) -> float:
