@@ -1033,11 +1033,11 @@ class RuntimeModel:
             spanned |= past.below | past.beyond
             beyond = edges[1] if past.beyond.any() else None
             below = edges[0] if past.below.any() else None
-            # and its offsets grow with the distance past the edge by as much as the same guesses
-            # missed the job's training runs past the edges of their own scale-outs, per octave
-            # (``edge_misses``, per side and direction); where too few runs were past them, by the
-            # convention: widths of the known range (as a number's beyond its trained range:
-            # ``OutOfRange.widths``) × half the band's log width
+            # and its offsets grow with the distance past the edge: by the convention, widths of the
+            # known range (as a number's beyond its trained range: ``OutOfRange.widths``) × half the
+            # band's log width, and, where enough of the job's training runs lay past the edges of
+            # their own scale-outs, by how far the same guesses missed them per octave (``edge_misses``,
+            # per side and direction), in quadrature (docs/model.md, "Past the edges")
             grow_lo, grow_hi = np.zeros(len(ns)), np.zeros(len(ns))
             span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
             tables = self._edge_table(job)
