@@ -89,6 +89,10 @@ _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 MIN_CHECKS = 2
 # where the band beyond the largest known scale-out reads the curve for Ernest's fit
 OVERHEAD_POINTS = 16
+# Fewer runs than this held out past an edge of the training contexts' own scale-outs
+# (``edge_misses``) cannot say how far the guesses miss there: the band past that edge grows by
+# the convention (widths of the known range) instead.
+MIN_EDGE_POINTS = 8
 # Weight of the calibration table's error scale against a context's own leave-one-scale-out
 # residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
 PRIOR_CHECKS = 2.0
@@ -284,6 +288,7 @@ class RuntimeModel:
         self._h_cache: dict[str, np.ndarray] = {}
         self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._trained_scale_outs: dict[str, tuple[int, ...]] = {}
+        self._edge_tables: dict[str, tuple[EdgeMisses | None, EdgeMisses | None]] = {}
         self._unseen_view: RuntimeModel | None = None
 
     # ------------------------------------------------------------------ properties
@@ -362,6 +367,7 @@ class RuntimeModel:
         copy._h_cache = self._h_cache  # the same network: the same head output per context
         copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
         copy._trained_scale_outs = self._trained_scale_outs
+        copy._edge_tables = self._edge_tables
         return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
@@ -851,6 +857,22 @@ class RuntimeModel:
         known = sorted(set(self._trained_scale_outs[job]) | set(tuned.observed_scale_outs if tuned else ()))
         return None if len(known) < 2 else (known[0], known[-1])
 
+    def _edge_table(self, job: str) -> tuple[EdgeMisses | None, EdgeMisses | None]:
+        """How far the guesses past an edge missed ``job``'s training runs (every job type's for
+        one the model never saw, as ``_edges``) held out past the edges of each training context's
+        own scale-outs: (below, beyond), None on a side with fewer than ``MIN_EDGE_POINTS`` runs."""
+        if job not in self._edge_tables:
+            curves = self.metadata.get("curves") or {}
+            grid = [int(n) for n in curves.get("scale_outs", [])]
+            entries = curves.get("contexts", [])
+            own = [e for e in entries if e["context"].get("job_type") == job] or entries
+            rows = [e["log_runtime"] for e in own]
+            tables = tuple(edge_misses(grid, rows, side) for side in (0, 1))
+            self._edge_tables[job] = tuple(  # type: ignore[assignment]
+                t if t is not None and len(t.octaves) >= MIN_EDGE_POINTS else None for t in tables
+            )
+        return self._edge_tables[job]
+
     def _model_log_curves(
         self,
         ctx: dict[str, str | float],
@@ -1078,15 +1100,39 @@ class RuntimeModel:
             spanned |= past.below | past.beyond
             beyond = edges[1] if past.beyond.any() else None
             below = edges[0] if past.below.any() else None
-            # and its offsets grow with the distance past the edge, in widths of the known range
-            # (as a number's beyond its trained range: ``OutOfRange.widths``), on both sides
+            # and its offsets grow with the distance past the edge: by the convention, widths of the
+            # known range (as a number's beyond its trained range: ``OutOfRange.widths``) × half the
+            # band's log width, and, where enough of the job's training runs lay past the edges of
+            # their own scale-outs, by how far the same guesses missed them per octave (``edge_misses``,
+            # per side and direction), in quadrature (docs/model.md, "Past the edges")
+            grow_lo, grow_hi = np.zeros(len(ns)), np.zeros(len(ns))
             span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
-            far, near = past.beyond, past.below
-            with np.errstate(invalid="ignore", divide="ignore"):
-                grow = np.where(
-                    far, np.log10(np.where(far, ns, 1) / edges[1]) / span * (hi_q - lo_q) / 2, 0.0
-                ) + np.where(near, np.log10(edges[0] / np.where(near, ns, 1)) / span * (hi_q - lo_q) / 2, 0.0)
-            lo_q, hi_q = lo_q - grow, hi_q + grow
+            tables = self._edge_table(job)
+            for side, there in ((0, past.below), (1, past.beyond)):
+                if not there.any():
+                    continue
+                # (how far past the edge, as a ratio of scale-outs > 1 on either side)
+                ratio = np.where(there, ns, 1) / edges[1] if side else edges[0] / np.where(there, ns, 1)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    widths = np.log10(ratio) / span * (hi_q - lo_q) / 2
+                convention = np.where(there, widths, 0.0)
+                table = tables[side]
+                if table is None:
+                    grow_lo, grow_hi = grow_lo + convention, grow_hi + convention
+                    continue
+                octaves = np.where(there, np.log2(ratio), 0.0)
+                # The convention stands for the error of the model's own curve up to the edge,
+                # growing with the distance (the offset, measured inside the range, plus it: as
+                # before); the table for what the guesses miss past an edge of a curve known
+                # exactly up to it. Errors of different sources: in quadrature.
+                for offset, table_misses, grow in (
+                    (-lo_q, table.lower, grow_lo),
+                    (hi_q, table.upper, grow_hi),
+                ):
+                    level = np.maximum(np.where(np.isfinite(offset), offset, 0.0), 0.0)
+                    shape = edge_growth(table_misses, table.octaves, octaves, honoured)
+                    grow += np.where(there, np.hypot(level + convention, shape) - level, 0.0)
+            lo_q, hi_q = lo_q - grow_lo, hi_q + grow_hi
         low = np.where(spanned, np.minimum(mean, network), mean)
         high = np.where(spanned, np.maximum(mean, network), mean)
         if past is not None:
@@ -1867,6 +1913,82 @@ def overhead_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.n
     if edge <= 0:
         return np.full(len(at), float(log_at_known[-1]))
     return np.log(np.maximum(at, edge * 1e-6)) - math.log(edge) + float(log_at_known[-1])
+
+
+@dataclass(frozen=True)
+class EdgeMisses:
+    """How far the guesses past an edge (``RuntimeModel._curves``, ``band``) missed runs held out
+    past it, in log seconds, per run: ``lower`` how far the run lay under the lowest guess,
+    ``upper`` over the highest (negative where the guesses spanned it), ``octaves`` how far it lay
+    past the edge (log2 of the ratio of the scale-outs)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    octaves: np.ndarray
+
+
+def edge_misses(
+    scale_outs: Sequence[int], log_runtimes: Sequence[Sequence[float | None]], side: int
+) -> EdgeMisses | None:
+    """Each training context's curve (its mean log runtime per scale-out of ``scale_outs``, None
+    where it has none) with a third of its own scale-outs held out at ``side`` (0: the smallest,
+    1: the largest; at least one, two kept), continued from the kept runs by the guesses the band
+    spans past an edge from the curve alone (Amdahl's curve and the power law over the octave at
+    the edge; beyond it also Ernest's four terms over the kept range), and compared with the held-out
+    runs. The runs themselves, not the model's curve: the model was trained on the held-out runs
+    too, so its curve at the edge would already bend towards them. None where no context has three
+    scale-outs."""
+    lower, upper, octaves = [], [], []
+    grid = np.asarray(scale_outs, dtype=np.float64)
+    for row in log_runtimes:
+        values = np.array([np.nan if v is None else float(v) for v in row], dtype=np.float64)
+        known = np.isfinite(values)
+        n, y = grid[known], values[known]
+        if len(n) < 3:
+            continue
+        held = math.ceil(len(n) / 3)
+        if side:
+            kept_n, kept_y, out_n, out_y = n[:-held], y[:-held], n[-held:], y[-held:]
+            edge = kept_n[-1]
+            octave = kept_n >= edge / 2
+            octave[-2:] = True  # (two runs at least: a slope)
+            known_n, at_known = kept_n[octave], kept_y[octave]
+        else:
+            kept_n, kept_y, out_n, out_y = n[held:], y[held:], n[:held], y[:held]
+            edge = kept_n[0]
+            octave = kept_n <= edge * 2
+            octave[:2] = True
+            # (descending: the continuation reads the edge last)
+            known_n, at_known = kept_n[octave][::-1], kept_y[octave][::-1]
+        guesses = [
+            continued_log_runtime(out_n, known_n, at_known),
+            power_law_log_runtime(out_n, known_n, at_known),
+        ]
+        if side:
+            guesses.append(overhead_log_runtime(out_n, kept_n, kept_y))
+        stacked = np.stack(guesses)
+        lower.append(stacked.min(axis=0) - out_y)
+        upper.append(out_y - stacked.max(axis=0))
+        octaves.append(np.abs(np.log2(out_n / edge)))
+    if not octaves:
+        return None
+    return EdgeMisses(np.concatenate(lower), np.concatenate(upper), np.concatenate(octaves))
+
+
+def edge_growth(
+    misses: np.ndarray, octaves: np.ndarray, distance: np.ndarray, confidence: float
+) -> np.ndarray:
+    """How far past an edge the guesses may miss, at ``distance`` octaves from it: the rate per
+    octave that would have held ``confidence`` of the held-out runs' ``misses`` at their
+    ``octaves`` (``edge_misses``; the ⌈(n+1)q⌉-th smallest of the n misses / octaves), times
+    the distance; never negative (the spanned guesses stay the least band), 0 where ``distance`` is."""
+    misses, octaves = np.asarray(misses, dtype=np.float64), np.asarray(octaves, dtype=np.float64)
+    distance = np.asarray(distance, dtype=np.float64)
+    if not len(misses):
+        return np.zeros(len(distance))
+    rates = np.sort(misses / np.maximum(octaves, 1e-9))
+    rate = max(float(rates[min(len(rates), math.ceil((len(rates) + 1) * confidence)) - 1]), 0.0)
+    return rate * np.maximum(distance, 0.0)
 
 
 def _last_octave(edges: tuple[int, int]) -> np.ndarray:

@@ -8,9 +8,11 @@ import pytest
 
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.runtime_model import (
+    MIN_EDGE_POINTS,
     _first_octave,
     _last_octave,
     continued_log_runtime,
+    edge_growth,
     power_law_log_runtime,
 )
 
@@ -97,15 +99,9 @@ def test_below_the_trained_scale_outs_the_prediction_continues_from_the_edge(
     )
 
 
-def test_the_band_below_the_edge_widens_with_the_distance(
-    grep_from_six: RuntimeModel,
-    held_out_properties: dict[str, object],
-) -> None:
-    """Its offsets from the spanned guesses grow by the distance below the edge in widths of the
-    known range (log10(6 / n) / log10(12 / 6)) × half the band's log width: at 3 nodes one width."""
-    model = grep_from_six
-    ctx = dict(held_out_properties)
-    band = model.band(ctx, [3, 6])
+def _below_three(model: RuntimeModel, ctx: dict[str, object]) -> tuple[list[float], float, float]:
+    """The guesses the band spans at 3 nodes (edge 6) and the band's offsets at 6 nodes (the
+    calibration's: no scale-out-dependent table on an untuned model)."""
     near = model.band(ctx, [6])
     norm = model._normalise(ctx)
     known = _first_octave((6, 12))
@@ -117,8 +113,59 @@ def test_the_band_below_the_edge_widens_with_the_distance(
         power_law_log_runtime(three, known, at_known)[0],
         model._model_log_curves(norm, three)[1][0],
     ]
-    # the offsets at 6 nodes are the calibration's (no scale-out-dependent table on an untuned model)
-    lo_q, hi_q = np.log(near.lower[0] / near.mean[0]), np.log(near.upper[0] / near.mean[0])
+    return guesses, float(np.log(near.lower[0] / near.mean[0])), float(np.log(near.upper[0] / near.mean[0]))
+
+
+def test_the_band_below_the_edge_grows_by_the_training_runs_misses_there(
+    grep_from_six: RuntimeModel,
+    held_out_properties: dict[str, object],
+) -> None:
+    """Its offsets from the spanned guesses grow with the distance below the edge: each side's
+    offset, grown by the convention (widths of the known range × half the band's log width: at 3
+    nodes one width), and the rate the same guesses missed the training contexts' own runs below the
+    edges of their scale-outs (``edge_misses``) times the octaves (one at 3 nodes), in quadrature."""
+    model = grep_from_six
+    ctx = dict(held_out_properties)
+    band = model.band(ctx, [3, 6])
+    guesses, lo_q, hi_q = _below_three(model, ctx)
+    table = model._edge_table("grep")[0]
+    assert table is not None and len(table.octaves) >= MIN_EDGE_POINTS
+    one = np.array([1.0])
+    lower = float(edge_growth(table.lower, table.octaves, one, 0.9)[0])
+    upper = float(edge_growth(table.upper, table.octaves, one, 0.9)[0])
+    assert upper > 0.0  # (grep's runs at 6-8 nodes lie over the continuations from 10-12)
+    grow = 1.0 * (hi_q - lo_q) / 2
+    assert np.log(band.lower[0]) == pytest.approx(min(guesses) - np.hypot(-lo_q + grow, lower), abs=1e-9)
+    assert np.log(band.upper[0]) == pytest.approx(max(guesses) + np.hypot(hi_q + grow, upper), abs=1e-9)
+
+
+def test_without_enough_runs_below_their_edges_the_band_widens_by_the_convention(
+    grep_from_six: RuntimeModel,
+    held_out_properties: dict[str, object],
+) -> None:
+    """Training contexts with two scale-outs each hold none out: the offsets grow by the distance
+    in widths of the known range (log10(6 / n) / log10(12 / 6)) × half the band's log width, at 3
+    nodes one width."""
+    m = grep_from_six
+    curves = m.metadata["curves"]
+    two = {
+        "scale_outs": curves["scale_outs"],
+        "contexts": [
+            {
+                **e,
+                "log_runtime": [
+                    v if n in (6, 12) else None
+                    for n, v in zip(curves["scale_outs"], e["log_runtime"], strict=True)
+                ],
+            }
+            for e in curves["contexts"]
+        ],
+    }
+    model = RuntimeModel(m.params, m.architecture, m.schema, {**m.metadata, "curves": two}, m.calibration)
+    assert model._edge_table("grep") == (None, None)
+    ctx = dict(held_out_properties)
+    band = model.band(ctx, [3, 6])
+    guesses, lo_q, hi_q = _below_three(model, ctx)
     grow = 1.0 * (hi_q - lo_q) / 2
     assert np.log(band.lower[0]) == pytest.approx(min(guesses) + lo_q - grow, abs=1e-9)
     assert np.log(band.upper[0]) == pytest.approx(max(guesses) + hi_q + grow, abs=1e-9)
