@@ -13,11 +13,14 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from airflow_provider_bellamy.model.inference import log_runtime, logsumexp
+
+if TYPE_CHECKING:
+    from airflow_provider_bellamy.model.extrapolation import Extrapolation
 
 # Prior sd of a pure rescaling of the curve (log space), added to the learned covariance.
 # The learned part only knows how contexts of the training data differ; a context from
@@ -502,6 +505,17 @@ def nearest_weight(distance: float | None) -> float:
     ``NEAREST_WEIGHT``: the nearest contexts differ in what the network reads (another machine
     type's memory and cores), and its learned effect of them counts."""
     return 1.0 if distance == 0.0 else NEAREST_WEIGHT
+
+
+def nearest_share(ext: Extrapolation, weight: float = NEAREST_WEIGHT) -> float:
+    """The nearest training curves' share in a prediction before the context's first run:
+    ``weight`` (``finetuning.nearest_weight``) while the context lies at most one trained span
+    beyond the range of every number that varied in training (``OutOfRange.widths`` ≤ 1: no
+    farther out than the training contexts lie apart), then falling as one over the distance in
+    spans. Numbers with one trained value do not count: the network reads them as that value,
+    the curves ignore them."""
+    widths = max((o.widths for o in ext.out_of_range if o.span > 0), default=0.0)
+    return weight * min(1.0, 1.0 / widths) if widths > 0 else weight
 
 
 def nearest_distance(
