@@ -523,12 +523,20 @@ def nearest_distance(
 ) -> float | None:
     """How far the nearest training context of ``context``'s job lies (``property_distance``
     over ``names``); None where the job has none."""
+    found = job_distances(context, curves, names)
+    return min(found) if found else None
+
+
+def job_distances(
+    context: Mapping[str, str | float], curves: Sequence[Mapping[str, Any]], names: Iterable[str]
+) -> list[float]:
+    """``property_distance`` over ``names`` from ``context`` to each training context of its job
+    in ``curves`` (entries {"context": properties, ...}), in their order."""
     names = list(names)
     job = context.get("job_type")
-    found = [
+    return [
         property_distance(context, c["context"], names) for c in curves if c["context"].get("job_type") == job
     ]
-    return min(found) if found else None
 
 
 def nearest_curve(
@@ -555,19 +563,17 @@ def nearest_curve(
     ``twin_names``: the properties a twin agrees in (``nearest_weight``); where some training
     contexts lie at distance 0 in them, their curve alone: the others stand in for a measurement
     the twins are."""
-    names = list(names)
     job = context.get("job_type")
     same = [c for c in curves if c["context"].get("job_type") == job]
     if not same:
         return None
     values = np.array([[np.nan if v is None else v for v in c["log_runtime"]] for c in same], dtype=float)
-    distance = np.array([property_distance(context, c["context"], names) for c in same])
+    distance = np.array(job_distances(context, same, names))
     weight = np.exp(-(distance - distance.min()) / NEAREST_LENGTH)
     # the scale-outs every context that matters measured (weight ≥ 1 %): one curve, one shape
     matters = weight >= 0.01
     if twin_names is not None:
-        twin_names = list(twin_names)
-        twins = np.array([property_distance(context, c["context"], twin_names) == 0 for c in same])
+        twins = np.array(job_distances(context, same, twin_names)) == 0
         matters = twins if twins.any() else matters
     log_grid = np.log(np.asarray(grid, dtype=float))
     if align is not None:
