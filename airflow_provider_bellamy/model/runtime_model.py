@@ -306,6 +306,7 @@ class RuntimeModel:
         self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._trained_scale_outs: dict[str, tuple[int, ...]] = {}
         self._edge_tables: dict[str, tuple[EdgeMisses | None, EdgeMisses | None]] = {}
+        self._distance_cache: dict[str, float | None] = {}
         self._unseen_view: RuntimeModel | None = None
 
     # ------------------------------------------------------------------ properties
@@ -385,6 +386,8 @@ class RuntimeModel:
         copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
         copy._trained_scale_outs = self._trained_scale_outs
         copy._edge_tables = self._edge_tables
+        # (read from the schema and the training curves alone, which a copy shares: not the tuning)
+        copy._distance_cache = self._distance_cache
         return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
@@ -724,8 +727,16 @@ class RuntimeModel:
         is not either: what it lacks may differ)."""
         if not self.schema.unknown_properties(ctx):
             return None
-        curves = self.metadata.get("curves") or {}
-        return nearest_distance(ctx, curves.get("contexts", []), self._twin_names(ctx))
+        # (fine-tuning, its nearest curve and the untuned prediction each ask: computed once)
+        key = _context_key(ctx)
+        if key not in self._distance_cache:
+            curves = self.metadata.get("curves") or {}
+            if len(self._distance_cache) > 1024:
+                self._distance_cache.clear()
+            self._distance_cache[key] = nearest_distance(
+                ctx, curves.get("contexts", []), self._twin_names(ctx)
+            )
+        return self._distance_cache[key]
 
     def _twin_names(self, ctx: dict[str, str | float]) -> list[str]:
         """What a twin agrees in: the properties ``ctx`` gives with known values and the derived
