@@ -874,10 +874,7 @@ class RuntimeModel:
         where that is a single one)."""
         job = str(ctx.get("job_type"))
         if job not in self._trained_scale_outs:
-            curves = self.metadata.get("curves") or {}
-            grid = [int(n) for n in curves.get("scale_outs", [])]
-            entries = curves.get("contexts", [])
-            own = [e for e in entries if e["context"].get("job_type") == job] or entries
+            grid, own = self._job_curves(job)
             self._trained_scale_outs[job] = tuple(
                 sorted({n for e in own for n, v in zip(grid, e["log_runtime"], strict=True) if v is not None})
             )
@@ -885,15 +882,20 @@ class RuntimeModel:
         known = sorted(set(self._trained_scale_outs[job]) | set(tuned.observed_scale_outs if tuned else ()))
         return None if len(known) < 2 else (known[0], known[-1])
 
+    def _job_curves(self, job: str) -> tuple[list[int], list[dict[str, Any]]]:
+        """The training curves' scale-outs, and the curves of ``job``'s training contexts (every
+        job type's for one the model never saw)."""
+        curves = self.metadata.get("curves") or {}
+        entries = curves.get("contexts", [])
+        own = [e for e in entries if e["context"].get("job_type") == job] or entries
+        return [int(n) for n in curves.get("scale_outs", [])], own
+
     def _edge_table(self, job: str) -> tuple[EdgeMisses | None, EdgeMisses | None]:
         """How far the guesses past an edge missed ``job``'s training runs (every job type's for
         one the model never saw, as ``_edges``) held out past the edges of each training context's
         own scale-outs: (below, beyond), None on a side with fewer than ``MIN_EDGE_POINTS`` runs."""
         if job not in self._edge_tables:
-            curves = self.metadata.get("curves") or {}
-            grid = [int(n) for n in curves.get("scale_outs", [])]
-            entries = curves.get("contexts", [])
-            own = [e for e in entries if e["context"].get("job_type") == job] or entries
+            grid, own = self._job_curves(job)
             rows = [e["log_runtime"] for e in own]
             tables = tuple(edge_misses(grid, rows, side) for side in (0, 1))
             self._edge_tables[job] = tuple(  # type: ignore[assignment]
