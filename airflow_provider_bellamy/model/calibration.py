@@ -382,7 +382,7 @@ class ExtrapolationTables:
     tables: Mapping[str, BandTables] = field(default_factory=dict)
     # the median ``Extrapolation.distance_scale`` at which each kind's held-out contexts lay beyond
     # their member's training data (their unscaled residuals hold it), and the model's own
-    # out-of-fold contexts' (runtime_model.DistanceWidening)
+    # out-of-fold contexts' (extrapolation.DistanceWidening)
     held_out_distance: Mapping[str, float] = field(default_factory=dict)
     own_held_out_distance: float = 1.0
 

@@ -267,6 +267,60 @@ def never_varied(domain: Mapping[str, Any] | None, ext: Extrapolation) -> tuple[
     return tuple(sorted(out))
 
 
+# What the band's reason calls a signal no held-out context showed (_band_sources).
+_SIGNAL_WORDS = {
+    "missing": lambda ext: f"a context lacking {', '.join(ext.missing)}",
+    "environment": lambda ext: f"a job known only from {', '.join(ext.environments)}",
+}
+
+
+@dataclass(frozen=True)
+class DistanceWidening:
+    """How a band source's offsets grow with a context's distance beyond the training data.
+
+    Outside a trained range the error grows with the distance. Numeric tables hold residuals
+    divided by their held-out contexts' distance scale: the whole distance multiplies them back.
+    A table whose residuals are not divided (a machine type held out whole: its memory lay outside
+    its member's range; the model's own out-of-fold contexts) already holds the distance its
+    held-out contexts lay at (``reference``, their median): only the distance beyond it widens
+    it, or it counts twice (C3O leave-machine-type-out: held-out machine types at distance 2-3,
+    a 90 % band covering 97-99.6 %). The uncalibrated Gaussian measured nothing: the distance
+    widens it only before the context has runs (``untuned_only``); from its first run on, its own
+    check updates it (``RuntimeModel._quantiles``), weighing the Gaussian as a prior that far out
+    (``prior_distance``). ``scaled`` False: a source the distance does
+    not widen (the Gaussian beside tables that account for it). ``settles``: the model's own
+    tables where too few contexts could be held out whole widen only until the context's first
+    run, except at the training data's smallest scale-outs (``RuntimeModel._quantiles``): the
+    distance measures how far off the level is, and the runs re-fit the level (C3O
+    leave-machine-type-out above 3 nodes: the untuned |log error| grows with the distance, corr.
+    0.56 for sgd, median 0.49 at 3.5-6; tuned on 1-3 runs it does not, median 0.03-0.06 at every
+    distance). Their weight against the context's checks still counts the distance."""
+
+    scaled: bool = True
+    reference: float = 1.0
+    untuned_only: bool = False
+    settles: bool = False
+
+    def factor(self, distance_scale: float, k: int) -> float:
+        """The multiplier of the source's offsets for a context ``distance_scale`` outside the
+        training data, tuned on ``k`` points (≥ 1)."""
+        if not self.scaled or (self.untuned_only and k > 0):
+            return 1.0
+        return max(1.0, distance_scale / self.reference)
+
+    def prior_distance(self, distance_scale: float, k: int) -> float:
+        """How far out the context lies when its own checks weigh against the source's scale
+        (``RuntimeModel._quantiles``: the prior counts PRIOR_CHECKS / distance² pseudo-residuals).
+        A table: as far as it widens. The uncalibrated Gaussian, from the first run on: the whole
+        distance. It no longer widens there (its sd is a guess for any distance), but it is no
+        better a guess than a table extrapolated that far: at full weight its 2 pseudo-residuals
+        outweighed the context's own checks (C3O leave-machine-type-out, contexts at distance 2-3.3:
+        a 90 % band covering 95-100 % from k = 3 on while its checks' RMS was a fifth of its sd)."""
+        if self.untuned_only and k > 0:
+            return max(1.0, distance_scale)
+        return self.factor(distance_scale, k)
+
+
 def _merge(job_domains: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One domain from several job types': vocabularies joined, ranges spanned."""
     properties: dict[str, dict[str, Any]] = {}

@@ -13,11 +13,14 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from airflow_provider_bellamy.model.inference import log_runtime, logsumexp
+
+if TYPE_CHECKING:
+    from airflow_provider_bellamy.model.extrapolation import Extrapolation
 
 # Prior sd of a pure rescaling of the curve (log space), added to the learned covariance.
 # The learned part only knows how contexts of the training data differ; a context from
@@ -504,17 +507,36 @@ def nearest_weight(distance: float | None) -> float:
     return 1.0 if distance == 0.0 else NEAREST_WEIGHT
 
 
+def nearest_share(ext: Extrapolation, weight: float = NEAREST_WEIGHT) -> float:
+    """The nearest training curves' share in a prediction before the context's first run:
+    ``weight`` (``finetuning.nearest_weight``) while the context lies at most one trained span
+    beyond the range of every number that varied in training (``OutOfRange.widths`` ≤ 1: no
+    farther out than the training contexts lie apart), then falling as one over the distance in
+    spans. Numbers with one trained value do not count: the network reads them as that value,
+    the curves ignore them."""
+    widths = max((o.widths for o in ext.out_of_range if o.span > 0), default=0.0)
+    return weight * min(1.0, 1.0 / widths) if widths > 0 else weight
+
+
 def nearest_distance(
     context: Mapping[str, str | float], curves: Sequence[Mapping[str, Any]], names: Iterable[str]
 ) -> float | None:
     """How far the nearest training context of ``context``'s job lies (``property_distance``
     over ``names``); None where the job has none."""
+    found = job_distances(context, curves, names)
+    return min(found) if found else None
+
+
+def job_distances(
+    context: Mapping[str, str | float], curves: Sequence[Mapping[str, Any]], names: Iterable[str]
+) -> list[float]:
+    """``property_distance`` over ``names`` from ``context`` to each training context of its job
+    in ``curves`` (entries {"context": properties, ...}), in their order."""
     names = list(names)
     job = context.get("job_type")
-    found = [
+    return [
         property_distance(context, c["context"], names) for c in curves if c["context"].get("job_type") == job
     ]
-    return min(found) if found else None
 
 
 def nearest_curve(
@@ -541,19 +563,17 @@ def nearest_curve(
     ``twin_names``: the properties a twin agrees in (``nearest_weight``); where some training
     contexts lie at distance 0 in them, their curve alone: the others stand in for a measurement
     the twins are."""
-    names = list(names)
     job = context.get("job_type")
     same = [c for c in curves if c["context"].get("job_type") == job]
     if not same:
         return None
     values = np.array([[np.nan if v is None else v for v in c["log_runtime"]] for c in same], dtype=float)
-    distance = np.array([property_distance(context, c["context"], names) for c in same])
+    distance = np.array(job_distances(context, same, names))
     weight = np.exp(-(distance - distance.min()) / NEAREST_LENGTH)
     # the scale-outs every context that matters measured (weight ≥ 1 %): one curve, one shape
     matters = weight >= 0.01
     if twin_names is not None:
-        twin_names = list(twin_names)
-        twins = np.array([property_distance(context, c["context"], twin_names) == 0 for c in same])
+        twins = np.array(job_distances(context, same, twin_names)) == 0
         matters = twins if twins.any() else matters
     log_grid = np.log(np.asarray(grid, dtype=float))
     if align is not None:

@@ -23,7 +23,6 @@ from airflow_provider_bellamy.model.calibration import (
     Calibration,
     ExtrapolationTables,
     FineTuning,
-    calibrate,
     far_scale,
     log_distance,
     max_confidence,
@@ -32,8 +31,22 @@ from airflow_provider_bellamy.model.calibration import (
     table_scale,
     widened,
 )
+from airflow_provider_bellamy.model.edges import (
+    MIN_EDGE_POINTS,
+    OVERHEAD_POINTS,
+    EdgeMisses,
+    _Continuation,
+    _edge_octave,
+    continued_log_runtime,
+    edge_growth,
+    edge_misses,
+    overhead_log_runtime,
+    power_law_log_runtime,
+)
 from airflow_provider_bellamy.model.extrapolation import (
+    _SIGNAL_WORDS,
     MIN_SPAN_DECADES,
+    DistanceWidening,
     Extrapolation,
     guessed_shape,
     held_out_folds,
@@ -52,7 +65,6 @@ from airflow_provider_bellamy.model.features import (
 )
 from airflow_provider_bellamy.model.finetuning import (
     ALIGNMENTS,
-    NEAREST_WEIGHT,
     OTHER_ENVIRONMENT_PRIOR,
     UNSEEN_VALUE_PRIOR,
     combine_nearest,
@@ -60,11 +72,22 @@ from airflow_provider_bellamy.model.finetuning import (
     nearest_curve,
     nearest_distance,
     nearest_log_runtime,
+    nearest_share,
     nearest_weight,
     replicate_checks,
     superlinear_rise,
     tuned_log_runtime,
     with_replicates,
+)
+from airflow_provider_bellamy.model.held_out import (
+    _calibrated,
+    _extrapolation_calibration,
+    _fold_distances,
+    _mre_by_k,
+    _RunsArrays,
+    _training_rms,
+    _typical_distance,
+    _unseen_job_calibration,
 )
 from airflow_provider_bellamy.records import (
     context_columns,
@@ -87,12 +110,6 @@ _ARCHITECTURE = ("n_members", "n_properties", "code", "hidden")
 # Fewer leave-one-scale-out residuals than this say nothing about a context's error (one
 # residual cannot tell a bad curve from one noisy run): the table alone decides.
 MIN_CHECKS = 2
-# where the band beyond the largest known scale-out reads the curve for Ernest's fit
-OVERHEAD_POINTS = 16
-# Fewer runs than this held out past an edge of the training contexts' own scale-outs
-# (``edge_misses``) cannot say how far the guesses miss there: the band past that edge grows by
-# the convention (widths of the known range) instead.
-MIN_EDGE_POINTS = 8
 # Weight of the calibration table's error scale against a context's own leave-one-scale-out
 # residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
 PRIOR_CHECKS = 2.0
@@ -289,6 +306,7 @@ class RuntimeModel:
         self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._trained_scale_outs: dict[str, tuple[int, ...]] = {}
         self._edge_tables: dict[str, tuple[EdgeMisses | None, EdgeMisses | None]] = {}
+        self._distance_cache: dict[str, float | None] = {}
         self._unseen_view: RuntimeModel | None = None
 
     # ------------------------------------------------------------------ properties
@@ -368,6 +386,8 @@ class RuntimeModel:
         copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
         copy._trained_scale_outs = self._trained_scale_outs
         copy._edge_tables = self._edge_tables
+        # (read from the schema and the training curves alone, which a copy shares: not the tuning)
+        copy._distance_cache = self._distance_cache
         return copy
 
     def _for_job(self, job_type: str) -> RuntimeModel:
@@ -707,8 +727,16 @@ class RuntimeModel:
         is not either: what it lacks may differ)."""
         if not self.schema.unknown_properties(ctx):
             return None
-        curves = self.metadata.get("curves") or {}
-        return nearest_distance(ctx, curves.get("contexts", []), self._twin_names(ctx))
+        # (fine-tuning, its nearest curve and the untuned prediction each ask: computed once)
+        key = _context_key(ctx)
+        if key not in self._distance_cache:
+            curves = self.metadata.get("curves") or {}
+            if len(self._distance_cache) > 1024:
+                self._distance_cache.clear()
+            self._distance_cache[key] = nearest_distance(
+                ctx, curves.get("contexts", []), self._twin_names(ctx)
+            )
+        return self._distance_cache[key]
 
     def _twin_names(self, ctx: dict[str, str | float]) -> list[str]:
         """What a twin agrees in: the properties ``ctx`` gives with known values and the derived
@@ -846,10 +874,7 @@ class RuntimeModel:
         where that is a single one)."""
         job = str(ctx.get("job_type"))
         if job not in self._trained_scale_outs:
-            curves = self.metadata.get("curves") or {}
-            grid = [int(n) for n in curves.get("scale_outs", [])]
-            entries = curves.get("contexts", [])
-            own = [e for e in entries if e["context"].get("job_type") == job] or entries
+            grid, own = self._job_curves(job)
             self._trained_scale_outs[job] = tuple(
                 sorted({n for e in own for n, v in zip(grid, e["log_runtime"], strict=True) if v is not None})
             )
@@ -857,15 +882,20 @@ class RuntimeModel:
         known = sorted(set(self._trained_scale_outs[job]) | set(tuned.observed_scale_outs if tuned else ()))
         return None if len(known) < 2 else (known[0], known[-1])
 
+    def _job_curves(self, job: str) -> tuple[list[int], list[dict[str, Any]]]:
+        """The training curves' scale-outs, and the curves of ``job``'s training contexts (every
+        job type's for one the model never saw)."""
+        curves = self.metadata.get("curves") or {}
+        entries = curves.get("contexts", [])
+        own = [e for e in entries if e["context"].get("job_type") == job] or entries
+        return [int(n) for n in curves.get("scale_outs", [])], own
+
     def _edge_table(self, job: str) -> tuple[EdgeMisses | None, EdgeMisses | None]:
         """How far the guesses past an edge missed ``job``'s training runs (every job type's for
         one the model never saw, as ``_edges``) held out past the edges of each training context's
         own scale-outs: (below, beyond), None on a side with fewer than ``MIN_EDGE_POINTS`` runs."""
         if job not in self._edge_tables:
-            curves = self.metadata.get("curves") or {}
-            grid = [int(n) for n in curves.get("scale_outs", [])]
-            entries = curves.get("contexts", [])
-            own = [e for e in entries if e["context"].get("job_type") == job] or entries
+            grid, own = self._job_curves(job)
             rows = [e["log_runtime"] for e in own]
             tables = tuple(edge_misses(grid, rows, side) for side in (0, 1))
             self._edge_tables[job] = tuple(  # type: ignore[assignment]
@@ -1567,18 +1597,6 @@ class RuntimeModel:
         return cls.from_bytes(p.read_bytes(), source=str(p))
 
 
-class _RunsArrays:
-    """The encoded training runs as numpy arrays (calibration works without torch)."""
-
-    def __init__(self, data: EncodedRuns) -> None:
-        self.vectors = data.vectors.cpu().numpy()
-        self.mask = data.mask.cpu().numpy()
-        self.ctx_index = data.ctx_index.cpu().numpy()
-        self.basis = data.basis.cpu().numpy().astype(np.float64)
-        self.log_y = data.log_y.cpu().numpy().astype(np.float64)
-        self.scale_out = np.asarray(data.scale_out)
-
-
 def _check_shapes(
     tensors: Mapping[str, np.ndarray], arch: Mapping[str, int], delta: np.ndarray | None
 ) -> None:
@@ -1639,486 +1657,6 @@ def _context_curves(
             for key, row in zip(data.context_keys, means, strict=True)
         ],
     }
-
-
-def _calibrated(
-    h_members: np.ndarray,
-    folds: list[np.ndarray],
-    data: _RunsArrays,
-    noise_sd: float,
-    rng: np.random.Generator,
-    deadline: float | None,
-    environments: list[str | None],
-    jobs: list[str | None] | None = None,
-    h_out_of_fold: np.ndarray | None = None,
-) -> Calibration:
-    """``calibrate`` on the members' out-of-fold predictions; the fine-tuning likelihood width is
-    the members' training misfit where calibration has no better choice. ``jobs``: the contexts'
-    job types, for per-job scales of the tables (not where job types are held out whole).
-    ``h_out_of_fold`` [M, C, F]: the heads the band's tables read for each member's fold (default
-    ``h_members``, which choose the fine-tuning settings either way: ``calibrate``'s ``h_tables``)."""
-    likelihood_sd = max(noise_sd, _training_rms(h_members, data, folds))
-    return calibrate(
-        h_members,
-        folds,
-        data.ctx_index,
-        data.basis,
-        data.log_y,
-        data.scale_out,
-        likelihood_sd,
-        rng,
-        deadline,
-        environments,
-        noise_sd=noise_sd,
-        jobs=jobs,
-        h_tables=h_out_of_fold,
-    )
-
-
-def _unseen_job_calibration(
-    data: EncodedRuns,
-    runs_np: _RunsArrays,
-    jobs: list[str | None],
-    cfg: TrainingConfig,
-    seed: int,
-    rng: np.random.Generator,
-    noise_sd: float,
-    environments: list[str | None],
-    train_deadline: float | None,
-    deadline: float | None,
-) -> Calibration:
-    """What the model's answers for a job type it never saw are worth: a second ensemble whose
-    members each hold out whole job types, calibrated like the first (fine-tuning prior,
-    likelihood width, residual correction, band tables). The ensemble itself is dropped: the
-    model answers with its own members, which saw every job type but the new one.
-
-    The first ensemble's folds hold out contexts, whose job type the other folds still show; a
-    job type that no fold showed is harder (docs/model.md, "Behind the constants"), and only
-    members that never saw a job type measure by how much.
-    """
-    from airflow_provider_bellamy.model.training import job_folds, train_ensemble
-
-    names = [str(j) for j in jobs]
-    folds = job_folds(names, min(cfg.members, len(set(names))), rng)
-    net, _ = train_ensemble(
-        data, folds, seed=seed, config=replace(cfg, members=len(folds)), deadline=train_deadline
-    )
-    params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
-    # A property only the held-out job types have was never seen present by their member; the
-    # model drops a property it was not trained with, so the member does not read it either.
-    h_members = np.stack(
-        [
-            inference.log_weights(
-                params,
-                runs_np.vectors,
-                runs_np.mask * (runs_np.mask[np.setdiff1d(np.arange(len(names)), fold)].max(axis=0) > 0),
-            )[m]
-            for m, fold in enumerate(folds)
-        ]
-    )
-    return replace(
-        _calibrated(h_members, folds, runs_np, noise_sd, rng, deadline, environments),
-        unseen_job_type=True,
-        job_folds=tuple(tuple(sorted({names[c] for c in fold})) for fold in folds),
-    )
-
-
-def _extrapolation_calibration(
-    schema: FeatureSchema,
-    data: EncodedRuns,
-    runs_np: _RunsArrays,
-    contexts: Sequence[Mapping[str, str | float]],
-    held_out: list[tuple[str, np.ndarray]],
-    calibration: Calibration,
-    cfg: TrainingConfig,
-    seed: int,
-    rng: np.random.Generator,
-    environments: list[str | None],
-    train_deadline: float | None,
-    deadline: float | None,
-) -> ExtrapolationTables:
-    """What the model's bands are worth outside its training data: a third ensemble whose members
-    each hold out a whole group of contexts (a machine type, an environment, the ends of a
-    numeric range; ``extrapolation.held_out_folds``), calibrated per kind of group with the
-    model's own fine-tuning settings (so the tables measure what the model will do). Each
-    out-of-fold context's residuals are divided by its ``Extrapolation.distance_scale`` beyond its
-    member's training ranges (normalised scores: a band multiplies them back by its own context's). The
-    ensemble is dropped; the tables stay (``Calibration.extrapolation``).
-
-    The first ensemble's folds hold out contexts whose machine type and input sizes other folds
-    still show: those tables are too narrow for a context from elsewhere (docs/model.md, "Behind
-    the constants").
-    """
-    from airflow_provider_bellamy.model.training import train_ensemble
-
-    folds = [fold for _, fold in held_out]
-    net, _ = train_ensemble(
-        data, folds, seed=seed, config=replace(cfg, members=len(folds)), deadline=train_deadline
-    )
-    params = {name: value.detach().cpu().numpy() for name, value in net.state_dict().items()}
-    everyone = np.arange(len(contexts))
-    scales = []
-    held_distances: list[list[float]] = []
-    # which held-out contexts showed each signal kind (SIGNAL_KINDS) to their member
-    showed: dict[str, list[np.ndarray]] = {kind: [] for kind in SIGNAL_KINDS}
-    # Each held-out context as the model will read and fine-tune a context from elsewhere: a value
-    # its member never saw read as unknown (FeatureSchema.encode), and fine-tuned with the prior of
-    # a context from elsewhere (UNSEEN_VALUE_PRIOR). Encoded with the whole schema, the member
-    # would read a machine type it never trained on by its name's n-grams, which the model never
-    # does, and the tables would measure another model. Held-out contexts are disjoint across
-    # folds, so one encoding serves every member.
-    vectors, mask = runs_np.vectors.copy(), runs_np.mask.copy()
-    other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
-    for fold in folds:
-        rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
-        exts = _fold_signals(contexts, fold)
-        distances = [e.distance_scale for e in exts]
-        held_distances.append(distances)
-        for kind in SIGNAL_KINDS:
-            showed[kind].append(fold[[kind in signal_kinds(e) for e in exts]] if len(fold) else fold)
-        # (a sign the member never saw has no distance: its residual enters unscaled)
-        scales.append(np.array([d if math.isfinite(d) else 1.0 for d in distances]))
-        if not schema.unknown_as_absent:
-            continue
-        member = FeatureSchema.from_contexts([str(c["job_type"]) for c in rest], rest)
-        view = replace(schema, categories=member.categories, ranges=member.ranges, required=member.required)
-        held = [contexts[i] for i in fold]
-        vectors[fold], mask[fold] = view.encode(held)
-        other_priors[fold] = [
-            UNSEEN_VALUE_PRIOR if view.unknown_properties(c) else OTHER_ENVIRONMENT_PRIOR for c in held
-        ]
-    h_members = inference.log_weights(params, vectors, mask)
-    settings = calibration.fine_tuning
-    tables = {}
-    # A group held out whole measures every signal its contexts showed to their member: the kinds
-    # of groups (a value, a range's end) and, besides, the held-out contexts that lacked a property
-    # their member's job always had or whose job their member knew only from other environments
-    # (a yarn cluster's jobs held out, known from EMR), each kind its own tables (after the groups'
-    # kinds: their tables and draws are as before).
-    for kind in (*EXTRAPOLATION_KINDS, *SIGNAL_KINDS):
-        if kind in SIGNAL_KINDS:
-            mine = showed[kind]
-        else:
-            mine = [fold if k == kind else fold[:0] for k, fold in held_out]
-        if not any(len(f) for f in mine):
-            continue
-        measured = calibrate(
-            h_members,
-            mine,
-            runs_np.ctx_index,
-            runs_np.basis,
-            runs_np.log_y,
-            runs_np.scale_out,
-            float(settings.likelihood_sd),
-            rng,
-            deadline,
-            environments,
-            settings=settings,
-            # a new machine type inside every trained range is as far off as the held-out ones
-            # were: only numeric extrapolation grows with its distance
-            fold_scales=scales if kind == "numeric" else None,
-            other_priors=other_priors,
-            noise_sd=calibration.noise_sd,
-        ).tables
-        if measured is not None:
-            tables[kind] = measured
-    showed_all = {kind: {int(i) for f in showed[kind] for i in f} for kind in SIGNAL_KINDS}
-    return ExtrapolationTables(
-        held_out=tuple((kind, len(fold)) for kind, fold in held_out),
-        tables=tables,
-        # how far outside its member's training data a held-out context of each kind lay: its
-        # unscaled residuals already hold that distance (DistanceWidening)
-        held_out_distance={
-            kind: _typical_distance(
-                [
-                    d
-                    for f, fold, (held, _) in zip(held_distances, folds, held_out, strict=True)
-                    for i, d in zip(fold, f, strict=True)
-                    if held == kind or (kind in SIGNAL_KINDS and i in showed_all[kind])
-                ]
-            )
-            for kind in tables
-        },
-    )
-
-
-def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
-    """A calibration's out-of-fold mean relative error per k, keyed "0".."5" (as retraining's
-    metrics report it)."""
-    if calibration.tables is None:
-        return None
-    return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
-
-
-def continued_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
-    """Log seconds at ``ns`` on the curve a + b / n (Ernest's fixed cost and parallel work) that
-    meets the model's curve at the scale-out it is known at nearest to ``ns`` (its largest, or its
-    smallest) and follows its slope over the octave there (``known_n``, ending at that edge; b by
-    least squares, so one bump of the curve near the edge does not set it); b is a perfect
-    speed-up where the curve falls faster than that. Past those scale-outs the network's other
-    basis terms were fitted to nothing: C3O pre-trained on 2-6 nodes over-predicted 8-12 by 9-13 %
-    (log), this continuation by -6-0 % (docs/model.md, "Scale-outs larger than any trained").
-    Below the edge a curve rising with n there (overhead) continues flat: fewer nodes do the same
-    work no faster."""
-    n, t = np.asarray(known_n, dtype=np.float64), np.exp(np.asarray(log_at_known, dtype=np.float64))
-    x = 1.0 / n
-    b = float(np.polyfit(x, t, 1)[0]) if len(n) > 1 and np.ptp(x) > 0 else 0.0
-    edge, at_edge = float(n[-1]), float(t[-1])
-    if b < 0 and edge <= n.min():
-        b = 0.0
-    a = at_edge - b / edge
-    if a < 0:
-        a, b = 0.0, at_edge * edge
-    with np.errstate(divide="ignore"):
-        return np.log(np.maximum(a + b / np.asarray(ns, dtype=np.float64), 1e-12))
-
-
-def power_law_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
-    """Log seconds at ``ns`` on the power law that meets the model's curve at the edge it is known
-    at (``known_n[-1]``) with the curve's least-squares log-log slope over ``known_n``: the rate it
-    falls (or rises) at there, kept. Beside ``continued_log_runtime`` in the band past the edge:
-    Amdahl's curve flattens, this one does not."""
-    x = np.log(np.asarray(known_n, dtype=np.float64))
-    y = np.asarray(log_at_known, dtype=np.float64)
-    slope = float(np.polyfit(x, y, 1)[0]) if len(x) > 1 and np.ptp(x) > 0 else 0.0
-    return y[-1] + slope * (np.log(np.asarray(ns, dtype=np.float64)) - x[-1])
-
-
-def overhead_log_runtime(ns: np.ndarray, known_n: np.ndarray, log_at_known: np.ndarray) -> np.ndarray:
-    """Log seconds at ``ns`` on Ernest's curve a + b / n + c log n + d n (every term >= 0: its
-    non-negative least squares fit to the model's curve over ``known_n``, ascending, the whole
-    range the curve is known at), offset to meet the curve at ``known_n[-1]``. Beyond that edge its
-    overhead terms continue the coordination cost a curve that flattens there shows."""
-    n = np.asarray(known_n, dtype=np.float64)
-    t = np.exp(np.asarray(log_at_known, dtype=np.float64))
-
-    def terms(values: np.ndarray) -> np.ndarray:
-        return np.stack([np.ones_like(values), 1.0 / values, np.log(values), values], axis=-1)
-
-    x = terms(n)
-    scale = np.abs(x).max(axis=0)
-    xs = x / scale
-    theta, best = np.zeros(4), math.inf
-    # four terms: the exact non-negative least squares is the best fit among the active sets whose
-    # coefficients all come out non-negative (no scipy import on the sizing path)
-    for active in range(1, 2**4):
-        cols = [j for j in range(4) if active >> j & 1]
-        fit = np.linalg.lstsq(xs[:, cols], t, rcond=None)[0]
-        error = float(np.sum((xs[:, cols] @ fit - t) ** 2))
-        if (fit >= 0).all() and error < best:
-            best, theta = error, np.zeros(4)
-            theta[cols] = fit
-    theta = theta / scale
-    at, edge = terms(np.asarray(ns, dtype=np.float64)) @ theta, float(terms(n[-1:])[0] @ theta)
-    if edge <= 0:
-        return np.full(len(at), float(log_at_known[-1]))
-    return np.log(np.maximum(at, edge * 1e-6)) - math.log(edge) + float(log_at_known[-1])
-
-
-@dataclass(frozen=True)
-class EdgeMisses:
-    """How far the guesses past an edge (``RuntimeModel._curves``, ``band``) missed runs held out
-    past it, in log seconds, per run: ``lower`` how far the run lay under the lowest guess,
-    ``upper`` over the highest (negative where the guesses spanned it), ``octaves`` how far it lay
-    past the edge (log2 of the ratio of the scale-outs)."""
-
-    lower: np.ndarray
-    upper: np.ndarray
-    octaves: np.ndarray
-
-
-def edge_misses(
-    scale_outs: Sequence[int], log_runtimes: Sequence[Sequence[float | None]], side: int
-) -> EdgeMisses | None:
-    """Each training context's curve (its mean log runtime per scale-out of ``scale_outs``, None
-    where it has none) with a third of its own scale-outs held out at ``side`` (0: the smallest,
-    1: the largest; at least one, two kept), continued from the kept runs by the guesses the band
-    spans past an edge from the curve alone (Amdahl's curve and the power law over the octave at
-    the edge; beyond it also Ernest's four terms over the kept range), and compared with the held-out
-    runs. The runs themselves, not the model's curve: the model was trained on the held-out runs
-    too, so its curve at the edge would already bend towards them. None where no context has three
-    scale-outs."""
-    lower, upper, octaves = [], [], []
-    grid = np.asarray(scale_outs, dtype=np.float64)
-    for row in log_runtimes:
-        values = np.array([np.nan if v is None else float(v) for v in row], dtype=np.float64)
-        known = np.isfinite(values)
-        n, y = grid[known], values[known]
-        if len(n) < 3:
-            continue
-        held = math.ceil(len(n) / 3)
-        if side:
-            kept_n, kept_y, out_n, out_y = n[:-held], y[:-held], n[-held:], y[-held:]
-            edge = kept_n[-1]
-            octave = kept_n >= edge / 2
-            octave[-2:] = True  # (two runs at least: a slope)
-            known_n, at_known = kept_n[octave], kept_y[octave]
-        else:
-            kept_n, kept_y, out_n, out_y = n[held:], y[held:], n[:held], y[:held]
-            edge = kept_n[0]
-            octave = kept_n <= edge * 2
-            octave[:2] = True
-            # (descending: the continuation reads the edge last)
-            known_n, at_known = kept_n[octave][::-1], kept_y[octave][::-1]
-        guesses = [
-            continued_log_runtime(out_n, known_n, at_known),
-            power_law_log_runtime(out_n, known_n, at_known),
-        ]
-        if side:
-            guesses.append(overhead_log_runtime(out_n, kept_n, kept_y))
-        stacked = np.stack(guesses)
-        lower.append(stacked.min(axis=0) - out_y)
-        upper.append(out_y - stacked.max(axis=0))
-        octaves.append(np.abs(np.log2(out_n / edge)))
-    if not octaves:
-        return None
-    return EdgeMisses(np.concatenate(lower), np.concatenate(upper), np.concatenate(octaves))
-
-
-def edge_growth(
-    misses: np.ndarray, octaves: np.ndarray, distance: np.ndarray, confidence: float
-) -> np.ndarray:
-    """How far past an edge the guesses may miss, at ``distance`` octaves from it: the rate per
-    octave that would have held ``confidence`` of the held-out runs' ``misses`` at their
-    ``octaves`` (``edge_misses``; the ⌈(n+1)q⌉-th smallest of the n misses / octaves), times
-    the distance; never negative (the spanned guesses stay the least band), 0 where ``distance`` is."""
-    misses, octaves = np.asarray(misses, dtype=np.float64), np.asarray(octaves, dtype=np.float64)
-    distance = np.asarray(distance, dtype=np.float64)
-    if not len(misses):
-        return np.zeros(len(distance))
-    rates = np.sort(misses / np.maximum(octaves, 1e-9))
-    rate = max(float(rates[min(len(rates), math.ceil((len(rates) + 1) * confidence)) - 1]), 0.0)
-    return rate * np.maximum(distance, 0.0)
-
-
-def _last_octave(edges: tuple[int, int]) -> np.ndarray:
-    """Where the continuation beyond ``edges[1]`` reads the curve's slope: 8 points from half
-    that scale-out (or the smallest known, if larger) up to it."""
-    low, high = edges
-    return np.geomspace(max(low, high / 2), high, 8)
-
-
-def _first_octave(edges: tuple[int, int]) -> np.ndarray:
-    """Where the continuation below ``edges[0]`` reads the curve's slope: 8 points from twice
-    that scale-out (or the largest known, if smaller) down to it (the edge last, as
-    ``continued_log_runtime`` reads it)."""
-    low, high = edges
-    return np.geomspace(min(high, low * 2), low, 8)
-
-
-def _edge_octave(edges: tuple[int, int], side: int) -> np.ndarray:
-    """The octave the continuation past ``edges[side]`` reads (0: below, 1: beyond)."""
-    return _last_octave(edges) if side else _first_octave(edges)
-
-
-@dataclass(frozen=True)
-class _Continuation:
-    """Where a curve is continued past the scale-outs it is known at (``RuntimeModel._curves``):
-    the edges, which scale-outs lie below and beyond them, and the guesses the band spans there
-    besides the prediction and the network's curve, in log seconds: Amdahl's curve, the power law
-    and (below the edge, where the prediction lies halfway to it) the model's own curve; NaN where
-    a guess does not stand (inside the edges, or where the curve at the edge is itself no curve)."""
-
-    edges: tuple[int, int]
-    below: np.ndarray
-    beyond: np.ndarray
-    guesses: tuple[np.ndarray, ...]
-
-
-def nearest_share(ext: Extrapolation, weight: float = NEAREST_WEIGHT) -> float:
-    """The nearest training curves' share in a prediction before the context's first run:
-    ``weight`` (``finetuning.nearest_weight``) while the context lies at most one trained span
-    beyond the range of every number that varied in training (``OutOfRange.widths`` ≤ 1: no
-    farther out than the training contexts lie apart), then falling as one over the distance in
-    spans. Numbers with one trained value do not count: the network reads them as that value,
-    the curves ignore them."""
-    widths = max((o.widths for o in ext.out_of_range if o.span > 0), default=0.0)
-    return weight * min(1.0, 1.0 / widths) if widths > 0 else weight
-
-
-# What the band's reason calls a signal no held-out context showed (_band_sources).
-_SIGNAL_WORDS = {
-    "missing": lambda ext: f"a context lacking {', '.join(ext.missing)}",
-    "environment": lambda ext: f"a job known only from {', '.join(ext.environments)}",
-}
-
-
-@dataclass(frozen=True)
-class DistanceWidening:
-    """How a band source's offsets grow with a context's distance beyond the training data.
-
-    Outside a trained range the error grows with the distance. Numeric tables hold residuals
-    divided by their held-out contexts' distance scale: the whole distance multiplies them back.
-    A table whose residuals are not divided (a machine type held out whole: its memory lay outside
-    its member's range; the model's own out-of-fold contexts) already holds the distance its
-    held-out contexts lay at (``reference``, their median): only the distance beyond it widens
-    it, or it counts twice (C3O leave-machine-type-out: held-out machine types at distance 2-3,
-    a 90 % band covering 97-99.6 %). The uncalibrated Gaussian measured nothing: the distance
-    widens it only before the context has runs (``untuned_only``); from its first run on, its own
-    check updates it (``RuntimeModel._quantiles``), weighing the Gaussian as a prior that far out
-    (``prior_distance``). ``scaled`` False: a source the distance does
-    not widen (the Gaussian beside tables that account for it). ``settles``: the model's own
-    tables where too few contexts could be held out whole widen only until the context's first
-    run, except at the training data's smallest scale-outs (``RuntimeModel._quantiles``): the
-    distance measures how far off the level is, and the runs re-fit the level (C3O
-    leave-machine-type-out above 3 nodes: the untuned |log error| grows with the distance, corr.
-    0.56 for sgd, median 0.49 at 3.5-6; tuned on 1-3 runs it does not, median 0.03-0.06 at every
-    distance). Their weight against the context's checks still counts the distance."""
-
-    scaled: bool = True
-    reference: float = 1.0
-    untuned_only: bool = False
-    settles: bool = False
-
-    def factor(self, distance_scale: float, k: int) -> float:
-        """The multiplier of the source's offsets for a context ``distance_scale`` outside the
-        training data, tuned on ``k`` points (≥ 1)."""
-        if not self.scaled or (self.untuned_only and k > 0):
-            return 1.0
-        return max(1.0, distance_scale / self.reference)
-
-    def prior_distance(self, distance_scale: float, k: int) -> float:
-        """How far out the context lies when its own checks weigh against the source's scale
-        (``RuntimeModel._quantiles``: the prior counts PRIOR_CHECKS / distance² pseudo-residuals).
-        A table: as far as it widens. The uncalibrated Gaussian, from the first run on: the whole
-        distance. It no longer widens there (its sd is a guess for any distance), but it is no
-        better a guess than a table extrapolated that far: at full weight its 2 pseudo-residuals
-        outweighed the context's own checks (C3O leave-machine-type-out, contexts at distance 2-3.3:
-        a 90 % band covering 95-100 % from k = 3 on while its checks' RMS was a fifth of its sd)."""
-        if self.untuned_only and k > 0:
-            return max(1.0, distance_scale)
-        return self.factor(distance_scale, k)
-
-
-def _fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
-    """Each of ``fold``'s contexts' ``Extrapolation.distance_scale`` beyond the training data of
-    the member that held it out (every other context)."""
-    return [e.distance_scale for e in _fold_signals(contexts, fold)]
-
-
-def _fold_signals(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[Extrapolation]:
-    """What each of ``fold``'s contexts asks the member that held it out (trained on every other
-    context) to extrapolate in."""
-    rest = [contexts[i] for i in np.setdiff1d(np.arange(len(contexts)), fold)]
-    domain = training_domain(rest)
-    return [signals(domain, contexts[i]) for i in fold]
-
-
-def _typical_distance(distances: Sequence[float]) -> float:
-    """The median of the finite distance scales (1: none)."""
-    finite = [d for d in distances if math.isfinite(d)]
-    return float(np.median(finite)) if finite else 1.0
-
-
-def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:
-    """RMS log error of the members on their own training runs: the basis' misfit plus noise."""
-    err = inference.log_runtime(h_members[:, data.ctx_index], data.basis[None]) - data.log_y  # [M, N]
-    sq = []
-    for m in range(h_members.shape[0]):
-        held = folds[m % len(folds)]
-        train = ~np.isin(data.ctx_index, held)
-        sq.append(float((err[m][train] ** 2).mean()))
-    return float(np.sqrt(np.mean(sq)))
 
 
 def _json_default(value: object) -> object:

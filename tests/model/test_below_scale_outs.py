@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.runtime_model import (
+from airflow_provider_bellamy.model.edges import (
     MIN_EDGE_POINTS,
     _first_octave,
     _last_octave,

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.runtime_model import edge_growth, edge_misses
+from airflow_provider_bellamy.model.edges import edge_growth, edge_misses
 
 GRID = [1, 2, 4, 8, 16, 32]
 

@@ -718,7 +718,7 @@ def test_a_new_value_of_a_property_that_never_varied_gets_the_uncalibrated_band_
 
 
 def test_a_table_is_widened_only_by_the_distance_beyond_its_held_out_contexts() -> None:
-    from airflow_provider_bellamy.model.runtime_model import DistanceWidening
+    from airflow_provider_bellamy.model.extrapolation import DistanceWidening
 
     numeric = DistanceWidening(reference=1.0)
     categorical = DistanceWidening(reference=2.5)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+import airflow_provider_bellamy.model.held_out as held_out
 import airflow_provider_bellamy.model.runtime_model as runtime_model
 from airflow_provider_bellamy.model import RuntimeModel, inference
 from airflow_provider_bellamy.model.features import FeatureSchema
@@ -79,13 +80,13 @@ def test_the_tables_read_the_cross_fitted_heads_and_the_settings_the_kept_ones(
     grep_runs: pd.DataFrame, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-    real = runtime_model.calibrate
+    real = held_out.calibrate
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         calls.append(copy.deepcopy((args, kwargs)))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runtime_model, "calibrate", spy)
+    monkeypatch.setattr(held_out, "calibrate", spy)
     train = grep_runs.drop(columns=["context_id"])
     model = RuntimeModel.pretrain(train, seed=0, config=FAST, extrapolation=False)
     data = _encoded(grep_runs)

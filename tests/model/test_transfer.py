@@ -15,7 +15,7 @@ from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.features import FeatureSchema
-from airflow_provider_bellamy.model.runtime_model import nearest_share
+from airflow_provider_bellamy.model.finetuning import nearest_share
 
 from .conftest import FAST
 

@@ -9,8 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import airflow_provider_bellamy.model.runtime_model as runtime_model
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.finetuning import NEAREST_WEIGHT, nearest_curve, nearest_weight
+from airflow_provider_bellamy.model.finetuning import (
+    NEAREST_WEIGHT,
+    job_distances,
+    nearest_curve,
+    nearest_distance,
+    nearest_weight,
+)
 
 from .conftest import FAST
 
@@ -178,3 +185,50 @@ def test_a_machine_type_that_moves_what_the_network_reads_is_no_twin(
     assert tuned.tuned.nearest.weight == NEAREST_WEIGHT
     twin = model.finetune(runs.assign(environment="yarn"))
     assert twin.tuned is not None and twin.tuned.nearest is not None and twin.tuned.nearest.weight == 1.0
+
+
+def test_the_distances_to_the_training_contexts_are_those_of_the_job_in_order() -> None:
+    """One list serves the twin check, the nearest curve's kernel and the nearest distance."""
+    curves = [
+        {"context": {"job_type": "j", "cores": 8.0, "environment": "k8s"}},
+        {"context": {"job_type": "other", "cores": 8.0}},
+        {"context": {"job_type": "j", "cores": 4.0}},
+    ]
+    ctx = {"job_type": "j", "cores": 8.0, "environment": "yarn"}
+    assert job_distances(ctx, curves, ["cores"]) == [0.0, math.log(2.0)]
+    assert job_distances(ctx, curves, iter(["cores", "environment"])) == [1.0, math.log(2.0) + 1.0]
+    assert nearest_distance(ctx, curves, ["cores", "environment"]) == 1.0
+    assert job_distances({"job_type": "new", "cores": 8.0}, curves, ["cores"]) == []
+    assert nearest_distance({"job_type": "new", "cores": 8.0}, curves, ["cores"]) is None
+
+
+def test_the_nearest_distance_is_computed_once_per_context(
+    one_environment: tuple[RuntimeModel, pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fine-tuning, its nearest curve and the untuned prediction all ask how far a context's
+    nearest training context lies; it depends on the schema and the training curves alone, which
+    every tuned copy shares, so each context's is computed once."""
+    trained, train = one_environment
+    model = RuntimeModel(
+        trained.params, trained.architecture, trained.schema, trained.metadata, trained.calibration
+    )
+    calls: list[dict[str, str | float]] = []
+
+    def counted(ctx: dict[str, str | float], *args: object) -> float | None:
+        calls.append(ctx)
+        return nearest_distance(ctx, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runtime_model, "nearest_distance", counted)
+    runs = _of(train, _context()).drop_duplicates("scale_out").iloc[:2].assign(environment="yarn")
+    before = model.predict(_context(), SCALE_OUTS)
+    tuned = model.finetune(runs)
+    after = tuned.predict(_context(), SCALE_OUTS)
+    assert len(calls) == 1 and np.all(np.isfinite(before)) and np.all(np.isfinite(after))
+    assert tuned._nearest_distance(model._normalise(_context())) == 0.0 and len(calls) == 1
+    # another context: its own distance; a fresh model (another network, curves): its own cache
+    assert model._nearest_distance(model._normalise(_context("n2-highmem-4"))) == 0.0 and len(calls) == 2
+    fresh = RuntimeModel(
+        trained.params, trained.architecture, trained.schema, trained.metadata, trained.calibration
+    )
+    fresh._nearest_distance(model._normalise(_context()))
+    assert len(calls) == 3
