@@ -1064,3 +1064,103 @@ def test_before_its_first_run_a_context_lacking_a_property_is_as_uncertain_as_it
     runs = sort.test[sort.test["context_id"] == ctx["context_id"]].head(1)
     tuned = model.finetune(runs.drop(columns=["context_id", "lines"]))
     assert "before its first run" not in tuned.band(lacking, [2, 4, 8], 0.9).calibrated_for
+
+
+def _without_the_runs_band(monkeypatch: pytest.MonkeyPatch) -> None:
+    def nothing(self: RuntimeModel, ctx: Any, ns: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
+        return np.full(len(ns), np.nan), np.full(len(ns), np.nan)
+
+    monkeypatch.setattr(RuntimeModel, "_at_runs", nothing)
+
+
+def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A held-out machine type run once at 4 and once at 8: at those two scale-outs the next run
+    misses its run by its noise (the training data's, measured on its repeats, as Student's t over
+    PRIOR_CHECKS pseudo-residuals, for the difference of two runs), not by the shape the checks and
+    the distance widen the band for; at every other scale-out the band is as before, bit for bit."""
+    from airflow_provider_bellamy.model.calibration import student_t_quantile
+    from airflow_provider_bellamy.model.runtime_model import PRIOR_CHECKS
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
+    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    ctx = pair.iloc[0].to_dict()
+    ns = np.array([2, 4, 6, 8, 12])
+    tuned = model.finetune(pair)
+    band = tuned.band(ctx, ns, 0.9)
+    assert band.extrapolation.kinds and not band.extrapolation.environments
+    with monkeypatch.context() as m:
+        _without_the_runs_band(m)
+        before = tuned.band(ctx, ns, 0.9)
+    other = [0, 2, 4]
+    np.testing.assert_array_equal(band.lower[other], before.lower[other])
+    np.testing.assert_array_equal(band.upper[other], before.upper[other])
+    half = student_t_quantile(0.9, PRIOR_CHECKS) * model.calibration.noise_sd * math.sqrt(2)
+    for i, n in ((1, 4), (3, 8)):
+        ran = float(pair[pair["scale_out"] == n]["runtime_s"].iloc[0])
+        expected_hi = min(ran * math.exp(half), before.upper[i])
+        expected_lo = max(ran * math.exp(-half), before.lower[i])
+        assert band.upper[i] == pytest.approx(max(expected_hi, band.mean[i]))
+        assert band.lower[i] == pytest.approx(min(expected_lo, band.mean[i]))
+        assert band.upper[i] / band.lower[i] < before.upper[i] / before.lower[i]
+
+
+def test_at_a_scale_out_it_ran_at_a_context_on_another_cluster_needs_its_own_repeats(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another cluster's noise is not the training data's (Bell's pagerank: 3-6× C3O's): one run at
+    a scale-out leaves its band there as it was; two runs there measure the noise, which may widen
+    the bound the training data's noise gives (runs 2.5× apart: the band holds both) but never
+    narrow it (two runs of the same runtime: the training data's noise, one more residual)."""
+    from airflow_provider_bellamy.model.calibration import student_t_quantile
+    from airflow_provider_bellamy.model.runtime_model import PRIOR_CHECKS
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(environment="a-laptop").drop(columns=["context_id"])
+    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    ctx = pair.iloc[0].to_dict()
+    ns = np.array([4, 8])
+    once = model.finetune(pair)
+    assert once.band(ctx, ns, 0.9).extrapolation.environments
+    with monkeypatch.context() as m:
+        _without_the_runs_band(m)
+        before = once.band(ctx, ns, 0.9)
+    after = once.band(ctx, ns, 0.9)
+    np.testing.assert_array_equal(after.lower, before.lower)
+    np.testing.assert_array_equal(after.upper, before.upper)
+    at4 = pair[pair["scale_out"] == 4]
+    same = model.finetune(pd.concat([pair, at4], ignore_index=True))
+    band = same.band(ctx, ns, 0.9)
+    ran = float(at4["runtime_s"].iloc[0])
+    half = student_t_quantile(0.9, PRIOR_CHECKS + 1) * model.calibration.noise_sd * math.sqrt(1.5)
+    assert band.upper[0] == pytest.approx(max(ran * math.exp(half), band.mean[0]))
+    assert band.lower[0] == pytest.approx(min(ran * math.exp(-half), band.mean[0]))
+    noisy = model.finetune(pd.concat([pair, at4.assign(runtime_s=at4["runtime_s"] * 2.5)], ignore_index=True))
+    wide = noisy.band(ctx, ns, 0.9)
+    assert wide.lower[0] <= ran and wide.upper[0] >= 2.5 * ran
+    assert wide.upper[0] / wide.lower[0] > band.upper[0] / band.lower[0]
+
+
+def test_a_context_inside_the_training_data_keeps_its_band_at_its_runs(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside the training data the tables measured contexts like it, noise included: the band at
+    the scale-outs it ran at is theirs, as before."""
+    inside = sort.train[sort.train["machine_type"] == "m4.2xlarge"]
+    first = inside[
+        (inside[["data_size_mb", "lines"]] == inside.iloc[0][["data_size_mb", "lines"]]).all(axis=1)
+    ]
+    pair = first[first["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    ctx = pair.iloc[0].to_dict()
+    tuned = sort.model.finetune(pair)
+    band = tuned.band(ctx, [4, 8], 0.9)
+    assert not band.extrapolation.kinds
+    with monkeypatch.context() as m:
+        _without_the_runs_band(m)
+        before = tuned.band(ctx, [4, 8], 0.9)
+    np.testing.assert_array_equal(band.lower, before.lower)
+    np.testing.assert_array_equal(band.upper, before.upper)
