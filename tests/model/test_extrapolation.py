@@ -258,7 +258,7 @@ def test_confidence_the_tables_cannot_resolve_is_capped(sort: SortCase) -> None:
     np.testing.assert_array_equal(model.band(ctx, [4, 8], asked[1].confidence).upper, asked[1].upper)
 
 
-def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
+def test_an_uncalibrated_band_narrows_with_the_contexts_own_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """grep with m4.2xlarge held out pre-trains on one context per other machine type: nothing to
     hold out whole, so the band is the uncalibrated Gaussian. A context tuned on runs at several
     scale-outs that its curve predicts well gets it narrowed by its own leave-one-scale-out check
@@ -284,7 +284,10 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     picked = ctx_runs.drop_duplicates("scale_out")
     tuned = model.finetune(picked[picked["scale_out"].isin([4, 6, 8, 10, 12])])
     assert tuned.check_count >= 2
-    band = tuned.band(ctx, [8, 10], 0.9)
+    with monkeypatch.context() as patched:
+        # (the shape's band: at the scale-outs it ran at, the runs' noise may answer instead, below)
+        _without_the_runs_band(patched)
+        band = tuned.band(ctx, [8, 10], 0.9)
     assert band.calibrated_for.startswith("uncalibrated")
     m, r = tuned.check_count, tuned.check_rms
     assert r < sd  # its curve predicts its own left-out scale-outs better than the prior says
@@ -326,6 +329,10 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     # the Gaussian's posterior
     assert np.all(half < np.log(untuned.upper / untuned.mean))
     assert np.all(half >= expected - 1e-9)
+    # at 8 and 10, where it ran, the narrower of that and its runs' noise
+    at_runs = tuned.band(ctx, [8, 10], 0.9)
+    noise_hi = np.exp(tuned._at_runs(tuned._normalise(ctx), np.array([8, 10]), 0.9)[1])
+    np.testing.assert_allclose(at_runs.upper, np.maximum(np.minimum(band.upper, noise_hi), band.mean))
 
 
 @pytest.fixture(scope="module")
@@ -560,12 +567,15 @@ def test_a_one_sided_table_out_of_range_still_brackets_the_prediction(sort: Sort
     assert np.all(band.lower <= band.mean * np.exp(lo)) and np.all(band.upper >= band.mean * np.exp(hi))
 
 
-def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCase) -> None:
+def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A context outside the training data tuned on runs at its smallest scale-outs: its own
     leave-one-scale-out check counts at every scale-out it ran at (the training data's cliff
     bucket at 2 nodes says nothing of a context from elsewhere), and it updates the prior of the
     distance-widened tables in the context's own units (the distance multiplies the prior, not
     the check)."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model.calibration import (
         predictive_inflation,
         residual_quantiles,
@@ -613,11 +623,12 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
         assert np.all(np.log(band.upper / band.lower) < np.log(untuned_width.upper / untuned_width.lower))
 
 
-def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
+def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase, monkeypatch: pytest.MonkeyPatch) -> None:
     """A context ten widths beyond a trained range, tuned on its runs at four scale-outs: the
     distance-widened prior (the tables' error extrapolated that far) counts 1/distance_scale² of
     its pseudo-residuals, so the context's own leave-one-scale-out check decides its band: far
     narrower than the prior alone says, and still holding the runs it was tuned on."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model.calibration import (
         predictive_inflation,
         residual_quantiles,
@@ -789,11 +800,14 @@ def test_repeated_runs_at_one_scale_out_do_not_narrow_the_band_elsewhere(sort: S
     assert width(b_twice)[1] < width(b_once)[1]  # at the scale-out it ran at: its noise
 
 
-def test_a_daily_job_run_at_one_size_keeps_its_shape_band_elsewhere(sort: SortCase) -> None:
+def test_a_daily_job_run_at_one_size_keeps_its_shape_band_elsewhere(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A context from elsewhere run many times at one scale-out and once at another (a daily job
     sized the same most days): the repeated runs check its noise, not how it scales, so at the
     other scale-outs the band is what its leave-one-scale-out checks give — as wide as with one
     run at each of the two scale-outs — while at the repeated one it narrows."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     model = sort.model
     runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
     runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
@@ -839,6 +853,7 @@ def test_a_far_context_with_few_checks_keeps_the_uncertainty_of_its_scale(
     not the normal's of a known scale (Bell's held-out jobs at k = 2-4: the lower bound held
     73-85 % of their runs). Inside the training data the band is the tables' (bit for bit, tested
     above)."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model import runtime_model
     from airflow_provider_bellamy.model.calibration import predictive_inflation
 
