@@ -1207,8 +1207,11 @@ class RuntimeModel:
             elsewhere = bool(ext.environments) or ext.job_type_unseen or "environment" in ext.missing
             at_lo, at_hi = self._at_runs(ctx, ns, honoured, elsewhere)
             with np.errstate(over="ignore", invalid="ignore"):
+                narrowed = np.isfinite(at_lo) & ((np.exp(at_lo) > lower) | (np.exp(at_hi) < upper))
                 lower = np.where(np.isfinite(at_lo), np.maximum(lower, np.exp(at_lo)), lower)
                 upper = np.where(np.isfinite(at_hi), np.minimum(upper, np.exp(at_hi)), upper)
+            if narrowed.any():
+                described += "; at the scale-outs it ran at, the run-to-run noise of its runs there"
         # Residuals that all lie on one side of a curve (a bucket where the model is biased) would put
         # the band beside its own prediction; the band always holds it (only ever wider).
         point = np.exp(mean)

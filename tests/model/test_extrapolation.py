@@ -1121,6 +1121,9 @@ def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
         assert band.upper[i] == pytest.approx(max(expected_hi, band.mean[i]))
         assert band.lower[i] == pytest.approx(min(expected_lo, band.mean[i]))
         assert band.upper[i] / band.lower[i] < before.upper[i] / before.lower[i]
+    assert band.calibrated_for == before.calibrated_for + (
+        "; at the scale-outs it ran at, the run-to-run noise of its runs there"
+    )
 
 
 def test_at_a_scale_out_it_ran_at_a_context_on_another_cluster_needs_its_own_repeats(
@@ -1147,6 +1150,7 @@ def test_at_a_scale_out_it_ran_at_a_context_on_another_cluster_needs_its_own_rep
     after = once.band(ctx, ns, 0.9)
     np.testing.assert_array_equal(after.lower, before.lower)
     np.testing.assert_array_equal(after.upper, before.upper)
+    assert after.calibrated_for == before.calibrated_for
     at4 = pair[pair["scale_out"] == 4]
     same = model.finetune(pd.concat([pair, at4], ignore_index=True))
     band = same.band(ctx, ns, 0.9)
