@@ -28,6 +28,7 @@ from airflow_provider_bellamy.model.calibration import (
     max_confidence,
     predictive_inflation,
     residual_quantiles,
+    student_t_quantile,
     table_scale,
     widened,
 )
@@ -1226,6 +1227,21 @@ class RuntimeModel:
             # bound is as much a guess (the demo's sort ran 0.3× its prediction, under the tables'
             # lower bound); its runs bring bounds back
             lower, upper = np.zeros(len(ns)), np.full(len(ns), np.inf)
+        if outside and tuned:
+            # At a scale-out the context has run at, the next run misses its runs there by its
+            # noise, not by a shape: the check and the distance widen the band for how a curve
+            # from elsewhere bends between its runs, which at a run says nothing (C3O
+            # leave-machine-type-out: 99 % of the other runs there inside, the band as wide as far
+            # from them). Where the runs' band is narrower it answers, per side (docs/model.md,
+            # "At the scale-outs a context ran at").
+            elsewhere = bool(ext.environments) or ext.job_type_unseen or "environment" in ext.missing
+            at_lo, at_hi = self._at_runs(ctx, ns, honoured, elsewhere)
+            with np.errstate(over="ignore", invalid="ignore"):
+                narrowed = np.isfinite(at_lo) & ((np.exp(at_lo) > lower) | (np.exp(at_hi) < upper))
+                lower = np.where(np.isfinite(at_lo), np.maximum(lower, np.exp(at_lo)), lower)
+                upper = np.where(np.isfinite(at_hi), np.minimum(upper, np.exp(at_hi)), upper)
+            if narrowed.any():
+                described += "; at the scale-outs it ran at, the run-to-run noise of its runs there"
         # Residuals that all lie on one side of a curve (a bucket where the model is biased) would put
         # the band beside its own prediction; the band always holds it (only ever wider).
         point = np.exp(mean)
@@ -1251,6 +1267,42 @@ class RuntimeModel:
         uncorrected = self._log_curves(ctx, ran, corrected=False)[1]
         miss = np.array([r for _, r in self.run_residuals]) + uncorrected - self._log_curves(ctx, ran)[1]
         return max(0.0, -float(miss.min())), max(0.0, float(miss.max()))
+
+    def _at_runs(
+        self, ctx: dict[str, str | float], ns: np.ndarray, confidence: float, elsewhere: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per scale-out, the log bounds of the next run where the context has run (NaN elsewhere):
+        the mean of its m runs there ± Student's t quantile × the noise × √(1 + 1/m). The noise: the
+        training data's run-to-run spread (``noise_sd``, measured on its repeats) as the prior, with
+        ``PRIOR_CHECKS`` pseudo-residuals, updated by the context's own repeats (their squared
+        deviations from their scale-out's mean, m − 1 degrees of freedom each): a cluster of its own
+        may be noisier, and its repeats say so."""
+        lo, hi = np.full(len(ns), np.nan), np.full(len(ns), np.nan)
+        ran = np.array([n for n, _ in self.run_residuals], dtype=np.int64)
+        if not len(ran) or confidence <= 0.5:
+            return lo, hi
+        # the runs' log runtimes: residuals from the uncorrected curve (``finetune``) plus it
+        log_y = np.array([r for _, r in self.run_residuals]) + self._log_curves(ctx, ran, corrected=False)[1]
+        squares, dof = 0.0, 0
+        for n in np.unique(ran):
+            y = log_y[ran == n]
+            squares, dof = squares + float(np.sum((y - y.mean()) ** 2)), dof + len(y) - 1
+        if elsewhere and not dof:
+            # the training data's noise was measured on other clusters: one of its own may be
+            # several times noisier (Bell's pagerank on its yarn cluster: 0.19 against C3O's 0.03 to
+            # 0.06), and only its own repeats can say so
+            return lo, hi
+        prior = float(self.calibration.noise_sd)
+        # (its repeats may show more noise than the training data's, never less: a few runs that
+        # agree, to the second they are rounded to, say little of a tail of stragglers)
+        sd = max(math.sqrt((PRIOR_CHECKS * prior**2 + squares) / (PRIOR_CHECKS + dof)), prior)
+        t = student_t_quantile(confidence, PRIOR_CHECKS + dof)
+        for i, n in enumerate(ns):
+            y = log_y[ran == n]
+            if len(y):
+                half = t * sd * math.sqrt(1 + 1 / len(y))
+                lo[i], hi[i] = y.mean() - half, y.mean() + half
+        return lo, hi
 
     def _guess_profile(self, ns: np.ndarray, observed: Sequence[int]) -> np.ndarray:
         """The uncalibrated Gaussian of a tuned context, per scale-out, over its untuned size (≤ 1).

@@ -258,7 +258,7 @@ def test_confidence_the_tables_cannot_resolve_is_capped(sort: SortCase) -> None:
     np.testing.assert_array_equal(model.band(ctx, [4, 8], asked[1].confidence).upper, asked[1].upper)
 
 
-def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
+def test_an_uncalibrated_band_narrows_with_the_contexts_own_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """grep with m4.2xlarge held out pre-trains on one context per other machine type: nothing to
     hold out whole, so the band is the uncalibrated Gaussian. A context tuned on runs at several
     scale-outs that its curve predicts well gets it narrowed by its own leave-one-scale-out check
@@ -284,7 +284,10 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     picked = ctx_runs.drop_duplicates("scale_out")
     tuned = model.finetune(picked[picked["scale_out"].isin([4, 6, 8, 10, 12])])
     assert tuned.check_count >= 2
-    band = tuned.band(ctx, [8, 10], 0.9)
+    with monkeypatch.context() as patched:
+        # (the shape's band: at the scale-outs it ran at, the runs' noise may answer instead, below)
+        _without_the_runs_band(patched)
+        band = tuned.band(ctx, [8, 10], 0.9)
     assert band.calibrated_for.startswith("uncalibrated")
     m, r = tuned.check_count, tuned.check_rms
     assert r < sd  # its curve predicts its own left-out scale-outs better than the prior says
@@ -326,6 +329,10 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check() -> None:
     # the Gaussian's posterior
     assert np.all(half < np.log(untuned.upper / untuned.mean))
     assert np.all(half >= expected - 1e-9)
+    # at 8 and 10, where it ran, the narrower of that and its runs' noise
+    at_runs = tuned.band(ctx, [8, 10], 0.9)
+    noise_hi = np.exp(tuned._at_runs(tuned._normalise(ctx), np.array([8, 10]), 0.9)[1])
+    np.testing.assert_allclose(at_runs.upper, np.maximum(np.minimum(band.upper, noise_hi), band.mean))
 
 
 @pytest.fixture(scope="module")
@@ -560,12 +567,15 @@ def test_a_one_sided_table_out_of_range_still_brackets_the_prediction(sort: Sort
     assert np.all(band.lower <= band.mean * np.exp(lo)) and np.all(band.upper >= band.mean * np.exp(hi))
 
 
-def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCase) -> None:
+def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A context outside the training data tuned on runs at its smallest scale-outs: its own
     leave-one-scale-out check counts at every scale-out it ran at (the training data's cliff
     bucket at 2 nodes says nothing of a context from elsewhere), and it updates the prior of the
     distance-widened tables in the context's own units (the distance multiplies the prior, not
     the check)."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model.calibration import (
         predictive_inflation,
         residual_quantiles,
@@ -613,11 +623,12 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(sort: SortCa
         assert np.all(np.log(band.upper / band.lower) < np.log(untuned_width.upper / untuned_width.lower))
 
 
-def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase) -> None:
+def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase, monkeypatch: pytest.MonkeyPatch) -> None:
     """A context ten widths beyond a trained range, tuned on its runs at four scale-outs: the
     distance-widened prior (the tables' error extrapolated that far) counts 1/distance_scale² of
     its pseudo-residuals, so the context's own leave-one-scale-out check decides its band: far
     narrower than the prior alone says, and still holding the runs it was tuned on."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model.calibration import (
         predictive_inflation,
         residual_quantiles,
@@ -789,11 +800,14 @@ def test_repeated_runs_at_one_scale_out_do_not_narrow_the_band_elsewhere(sort: S
     assert width(b_twice)[1] < width(b_once)[1]  # at the scale-out it ran at: its noise
 
 
-def test_a_daily_job_run_at_one_size_keeps_its_shape_band_elsewhere(sort: SortCase) -> None:
+def test_a_daily_job_run_at_one_size_keeps_its_shape_band_elsewhere(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A context from elsewhere run many times at one scale-out and once at another (a daily job
     sized the same most days): the repeated runs check its noise, not how it scales, so at the
     other scale-outs the band is what its leave-one-scale-out checks give — as wide as with one
     run at each of the two scale-outs — while at the repeated one it narrows."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     model = sort.model
     runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
     runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
@@ -839,6 +853,7 @@ def test_a_far_context_with_few_checks_keeps_the_uncertainty_of_its_scale(
     not the normal's of a known scale (Bell's held-out jobs at k = 2-4: the lower bound held
     73-85 % of their runs). Inside the training data the band is the tables' (bit for bit, tested
     above)."""
+    _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model import runtime_model
     from airflow_provider_bellamy.model.calibration import predictive_inflation
 
@@ -1064,3 +1079,107 @@ def test_before_its_first_run_a_context_lacking_a_property_is_as_uncertain_as_it
     runs = sort.test[sort.test["context_id"] == ctx["context_id"]].head(1)
     tuned = model.finetune(runs.drop(columns=["context_id", "lines"]))
     assert "before its first run" not in tuned.band(lacking, [2, 4, 8], 0.9).calibrated_for
+
+
+def _without_the_runs_band(monkeypatch: pytest.MonkeyPatch) -> None:
+    def nothing(self: RuntimeModel, ctx: Any, ns: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
+        return np.full(len(ns), np.nan), np.full(len(ns), np.nan)
+
+    monkeypatch.setattr(RuntimeModel, "_at_runs", nothing)
+
+
+def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A held-out machine type run once at 4 and once at 8: at those two scale-outs the next run
+    misses its run by its noise (the training data's, measured on its repeats, as Student's t over
+    PRIOR_CHECKS pseudo-residuals, for the difference of two runs), not by the shape the checks and
+    the distance widen the band for; at every other scale-out the band is as before, bit for bit."""
+    from airflow_provider_bellamy.model.calibration import student_t_quantile
+    from airflow_provider_bellamy.model.runtime_model import PRIOR_CHECKS
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
+    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    ctx = pair.iloc[0].to_dict()
+    ns = np.array([2, 4, 6, 8, 12])
+    tuned = model.finetune(pair)
+    band = tuned.band(ctx, ns, 0.9)
+    assert band.extrapolation.kinds and not band.extrapolation.environments
+    with monkeypatch.context() as m:
+        _without_the_runs_band(m)
+        before = tuned.band(ctx, ns, 0.9)
+    other = [0, 2, 4]
+    np.testing.assert_array_equal(band.lower[other], before.lower[other])
+    np.testing.assert_array_equal(band.upper[other], before.upper[other])
+    half = student_t_quantile(0.9, PRIOR_CHECKS) * model.calibration.noise_sd * math.sqrt(2)
+    for i, n in ((1, 4), (3, 8)):
+        ran = float(pair[pair["scale_out"] == n]["runtime_s"].iloc[0])
+        expected_hi = min(ran * math.exp(half), before.upper[i])
+        expected_lo = max(ran * math.exp(-half), before.lower[i])
+        assert band.upper[i] == pytest.approx(max(expected_hi, band.mean[i]))
+        assert band.lower[i] == pytest.approx(min(expected_lo, band.mean[i]))
+        assert band.upper[i] / band.lower[i] < before.upper[i] / before.lower[i]
+    assert band.calibrated_for == before.calibrated_for + (
+        "; at the scale-outs it ran at, the run-to-run noise of its runs there"
+    )
+
+
+def test_at_a_scale_out_it_ran_at_a_context_on_another_cluster_needs_its_own_repeats(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another cluster's noise is not the training data's (Bell's pagerank: 3-6× C3O's): one run at
+    a scale-out leaves its band there as it was; two runs there measure the noise, which may widen
+    the bound the training data's noise gives (runs 2.5× apart: the band holds both) but never
+    narrow it (two runs of the same runtime: the training data's noise, one more residual)."""
+    from airflow_provider_bellamy.model.calibration import student_t_quantile
+    from airflow_provider_bellamy.model.runtime_model import PRIOR_CHECKS
+
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(environment="a-laptop").drop(columns=["context_id"])
+    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    ctx = pair.iloc[0].to_dict()
+    ns = np.array([4, 8])
+    once = model.finetune(pair)
+    assert once.band(ctx, ns, 0.9).extrapolation.environments
+    with monkeypatch.context() as m:
+        _without_the_runs_band(m)
+        before = once.band(ctx, ns, 0.9)
+    after = once.band(ctx, ns, 0.9)
+    np.testing.assert_array_equal(after.lower, before.lower)
+    np.testing.assert_array_equal(after.upper, before.upper)
+    assert after.calibrated_for == before.calibrated_for
+    at4 = pair[pair["scale_out"] == 4]
+    same = model.finetune(pd.concat([pair, at4], ignore_index=True))
+    band = same.band(ctx, ns, 0.9)
+    ran = float(at4["runtime_s"].iloc[0])
+    half = student_t_quantile(0.9, PRIOR_CHECKS + 1) * model.calibration.noise_sd * math.sqrt(1.5)
+    assert band.upper[0] == pytest.approx(max(ran * math.exp(half), band.mean[0]))
+    assert band.lower[0] == pytest.approx(min(ran * math.exp(-half), band.mean[0]))
+    noisy = model.finetune(pd.concat([pair, at4.assign(runtime_s=at4["runtime_s"] * 2.5)], ignore_index=True))
+    wide = noisy.band(ctx, ns, 0.9)
+    assert wide.lower[0] <= ran and wide.upper[0] >= 2.5 * ran
+    assert wide.upper[0] / wide.lower[0] > band.upper[0] / band.lower[0]
+
+
+def test_a_context_inside_the_training_data_keeps_its_band_at_its_runs(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside the training data the tables measured contexts like it, noise included: the band at
+    the scale-outs it ran at is theirs, as before."""
+    inside = sort.train[sort.train["machine_type"] == "m4.2xlarge"]
+    first = inside[
+        (inside[["data_size_mb", "lines"]] == inside.iloc[0][["data_size_mb", "lines"]]).all(axis=1)
+    ]
+    pair = first[first["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    ctx = pair.iloc[0].to_dict()
+    tuned = sort.model.finetune(pair)
+    band = tuned.band(ctx, [4, 8], 0.9)
+    assert not band.extrapolation.kinds
+    with monkeypatch.context() as m:
+        _without_the_runs_band(m)
+        before = tuned.band(ctx, [4, 8], 0.9)
+    np.testing.assert_array_equal(band.lower, before.lower)
+    np.testing.assert_array_equal(band.upper, before.upper)
