@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from airflow_provider_bellamy.model import finetuning
+from airflow_provider_bellamy.model import calibration, finetuning
 from airflow_provider_bellamy.model.features import scale_out_basis
 from airflow_provider_bellamy.model.finetuning import ContextFit, fit_context, straggler_weights
 from airflow_provider_bellamy.model.inference import log_runtime
@@ -173,3 +173,58 @@ def test_a_context_with_an_unseen_value_is_judged_by_the_whole_width() -> None:
     )[0]
     assert known[2] < 0.8
     assert np.all(unseen == 1.0)
+
+
+def _calibrate_with_stragglers() -> calibration.Calibration:
+    """12 contexts (two members' folds) of the network's shape at their own levels, 3 % noise and
+    a run in six 1.5-2× slower (none at the smallest scale-out)."""
+    gen = np.random.default_rng(5)
+    ns = np.repeat(GRID, 2)
+    ctx_index, log_y, scale_out = [], [], []
+    for c in range(12):
+        y = np.log(gen.uniform(0.8, 1.3) * (20.0 + 200.0 / ns)) + gen.normal(0.0, 0.03, len(ns))
+        slow = (gen.random(len(ns)) < 1 / 6) & (ns > GRID[0])
+        log_y.append(y + slow * np.log(gen.uniform(1.5, 2.0, len(ns))))
+        ctx_index.append(np.full(len(ns), c))
+        scale_out.append(ns.astype(float))
+    h_members = np.repeat(H0[:, None, :], 12, axis=1)
+    return calibration.calibrate(
+        h_members,
+        [np.arange(6), np.arange(6, 12)],
+        np.concatenate(ctx_index),
+        scale_out_basis(np.concatenate(scale_out)),
+        np.concatenate(log_y),
+        np.concatenate(scale_out),
+        NOISE_SD,
+        np.random.default_rng(0),
+        noise_sd=0.03,
+    )
+
+
+def test_calibration_chooses_the_settings_with_every_run_at_full_weight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The straggler weights change the fit the band's tables measure, not the fine-tuning settings
+    calibration chooses: with them in the choice, a held-out C3O machine type's kmeans got a 4×
+    stronger residual correction (the doubted runs' share of it made up by the amplitude), which
+    its runs, all agreeing, then got in full."""
+    robust = _calibrate_with_stragglers()
+    with monkeypatch.context() as m:
+        m.setattr(finetuning, "straggler_weights", lambda h0, basis, ns, log_y, weight, **_: weight)
+        plain = _calibrate_with_stragglers()
+    assert robust.fine_tuning == plain.fine_tuning  # the scores of every setting too
+    assert robust.tables is not None and plain.tables is not None
+    # the tables measure the weighted fit: some draw did doubt a picked run
+    assert any(
+        a.quantiles != b.quantiles for a, b in zip(robust.tables.per_k, plain.tables.per_k, strict=True)
+    )
+
+
+def test_fit_context_not_robust_keeps_every_weight(monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = np.array([2, 4, 8, 16])
+    slowed = _truth(ns) + np.log(1.8) * (ns == 8)
+    args = (H0[None], scale_out_basis(ns)[None], ns[None].astype(float), slowed[None], np.ones((1, 4)))
+    off = fit_context(*args, noise_sd=NOISE_SD, learned_cov=COV, robust=False)
+    _, plain = _both(monkeypatch, ns, slowed)
+    np.testing.assert_array_equal(off.delta, plain.delta)
+    assert off.run_weight is not None and np.all(off.run_weight == 1.0)
