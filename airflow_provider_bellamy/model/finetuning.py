@@ -348,7 +348,11 @@ def straggler_weights(
     above[rows, cols] = excess / limit
     at_smallest = present & (scale_outs == smallest)
     spill = np.any(at_smallest & (above > 1), axis=1, keepdims=True)
-    doubted = candidates & ~at_smallest & ~spill & (above > 1)
+    over = candidates & ~at_smallest & (above > 1)
+    # a straggler is one run: where two lie above what their others predict, the context's curve
+    # has a shape the network lacks (Bell's sgd, flatter between 4 and 20 nodes than C3O's)
+    shape = over.sum(axis=1, keepdims=True) > 1
+    doubted = over & ~spill & ~shape
     return np.where(doubted, weight / np.maximum(above, 1) ** 2, weight)
 
 
