@@ -228,3 +228,28 @@ def test_fit_context_not_robust_keeps_every_weight(monkeypatch: pytest.MonkeyPat
     _, plain = _both(monkeypatch, ns, slowed)
     np.testing.assert_array_equal(off.delta, plain.delta)
     assert off.run_weight is not None and np.all(off.run_weight == 1.0)
+
+
+def test_two_runs_above_the_shape_are_a_shape_not_stragglers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bell's sgd at k = 5 (4, 12, 20, 52, 56 nodes): its curve is flatter between 4 and 20 nodes
+    than the network's, and the runs at 12 and 20 each lie ~40 % above what the others predict.
+    Stragglers are rare and independent; two runs over the limit are the context's own shape, which
+    the fit must follow (doubting both took that context from 12 % to 19 % off)."""
+    ns = np.array([2, 4, 8, 16, 24])
+    log_y = _truth(ns) + np.log(1.4) * ((ns == 4) | (ns == 8))
+    robust, plain = _both(monkeypatch, ns, log_y)
+    assert robust.run_weight is not None
+    assert np.all(robust.run_weight == 1.0)
+    np.testing.assert_array_equal(robust.delta, plain.delta)
+    # each of the two alone would be doubted
+    for at in (4, 8):
+        alone = straggler_weights(
+            H0[None],
+            scale_out_basis(ns)[None],
+            ns[None].astype(float),
+            (_truth(ns) + np.log(1.4) * (ns == at))[None],
+            np.ones((1, len(ns))),
+            noise_sd=NOISE_SD,
+            learned_cov=COV,
+        )[0]
+        assert alone[ns == at][0] < 1.0
