@@ -535,6 +535,7 @@ def calibrate(
     # (with ``h_tables``: [2, contexts, F], the settings' heads and the tables')
     h_pair = np.concatenate(h_oof, axis=-2).astype(np.float64)
     h_all = h_pair if h_tables is None else h_pair[0]
+    h_tables_of = h_pair if h_tables is None else h_pair[1]
     run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
     prior_of = OTHER_ENVIRONMENT_PRIOR if other_priors is None else np.asarray(other_priors)[ctx_ids]
@@ -547,11 +548,12 @@ def calibrate(
         corrections: Sequence[tuple[float, float]] = ((0.0, 0.5),),
         heads: np.ndarray = h_all,
         gen: np.random.Generator = rng,
+        robust: bool = True,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Out-of-fold log residuals at the test runs ([one row per residual correction] ×
         runs), the scale-outs they were at, the index (into ``ctx_ids``) of their context and
         their log distance to the nearest picked scale-out (of ``heads``, points drawn by
-        ``gen``)."""
+        ``gen``; ``robust``: ``fit_context``'s straggler weights)."""
         out: list[np.ndarray] = []
         at: list[np.ndarray] = []
         owner: list[np.ndarray] = []
@@ -564,20 +566,33 @@ def calibrate(
                 tests.append(runs[t])
             delta = np.zeros_like(heads)
             theta, share = np.zeros((len(heads), 4)), np.zeros(len(heads))
+            run_weight = np.ones((len(heads), k))
             if k:
                 b, yy, w, ns = _padded(picks, basis, log_y, scale_out)
                 fit = fit_context(
-                    heads[:, None, :], b, ns, yy, w, noise_sd=lik_sd, learned_cov=cov, other_prior=prior_of
+                    heads[:, None, :],
+                    b,
+                    ns,
+                    yy,
+                    w,
+                    noise_sd=lik_sd,
+                    learned_cov=cov,
+                    other_prior=prior_of,
+                    robust=robust,
                 )
                 delta, theta, share = fit.delta[:, 0], fit.theta, fit.parametric_weight
+                run_weight = fit.run_weight
             hh = heads + delta
             for i, t in enumerate(tests):
                 if len(t) == 0:
                     continue
                 p = picks[i]
-                at_picks = tuned_log_runtime(
-                    log_runtime(hh[i], basis[p]), scale_out[p], theta[i], share[i], actual=log_y[p]
-                )[0]
+                at_picks = (
+                    tuned_log_runtime(
+                        log_runtime(hh[i], basis[p]), scale_out[p], theta[i], share[i], actual=log_y[p]
+                    )[0]
+                    * run_weight[i, : len(p)]
+                )
                 out.append(
                     tuned_log_runtime(
                         log_runtime(hh[i], basis[t]),
@@ -626,7 +641,7 @@ def calibrate(
             break
         lik = likelihood_sd * factor
         scores[(scale, lik)] = _out_of_fold_error(
-            [residuals(k, cov * scale**2, lik, 1)[0][0] for k in (1, 2, 3, 5)]
+            [residuals(k, cov * scale**2, lik, 1, robust=False)[0][0] for k in (1, 2, 3, 5)]
         )
     prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
     prior_cov = cov * prior_scale**2
@@ -634,7 +649,13 @@ def calibrate(
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
     # (the tables' heads draw the same points: their generator's copy, the model's one left as is)
     twin = copy.deepcopy(rng)
-    per_k = [residuals(k, prior_cov, lik_sd, draws, CORRECTIONS) for k in range(MAX_K + 1)]
+    # The settings are chosen with every run at full weight, the tables measure the straggler-
+    # weighted fit the model does. With the weights in the choice, a training context whose
+    # out-of-fold network misses its shape has those misses doubted as stragglers, their share
+    # of the residual correction shrinks, and the choice makes up for it with a stronger
+    # correction, which a context whose runs all agree then gets in full (C3O leave-machine-type-
+    # out kmeans: 4 × the amplitude, 2 × the length; docs/model.md, session 23).
+    per_k = [residuals(k, prior_cov, lik_sd, draws, CORRECTIONS, robust=False) for k in range(MAX_K + 1)]
     # the residual correction that predicts the out-of-fold runs best, as the prior was chosen
     errors = [_out_of_fold_error([rows[g] for rows, *_ in per_k[1:]]) for g in range(len(CORRECTIONS))]
     best = min(range(len(CORRECTIONS)), key=lambda g: (errors[g], g))
@@ -647,15 +668,13 @@ def calibrate(
         prior_scores={f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
         residual_correction_scores={f"{a}/{ln}": e for (a, ln), e in zip(CORRECTIONS, errors, strict=True)},
     )
-    chosen = [(rows[best], at, owner, d) for rows, at, owner, d in per_k]
-    if h_tables is not None:
-        chosen = [
-            (rows[0], at, owner, d)
-            for rows, at, owner, d in (
-                residuals(k, prior_cov, lik_sd, draws, (CORRECTIONS[best],), h_pair[1], twin)
-                for k in range(MAX_K + 1)
-            )
-        ]
+    chosen = [
+        (rows[0], at, owner, d)
+        for rows, at, owner, d in (
+            residuals(k, prior_cov, lik_sd, draws, (CORRECTIONS[best],), h_tables_of, twin)
+            for k in range(MAX_K + 1)
+        )
+    ]
     job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
     tables = _tables_per_k(
         chosen, env_of, small_max, len(ctx_ids), job_scales=job_scales(chosen, job_of, small_max)

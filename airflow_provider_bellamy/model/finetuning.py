@@ -290,6 +290,75 @@ def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndar
     return best
 
 
+# Stragglers (a slow node, a retried task) make single runs 1.3-2× slower than their context's
+# curve; nothing makes a run faster. A run above the curve its context's other runs predict by more
+# than a limit weighs less in the fit, by (limit / its excess)²: the Cauchy-like descent of a
+# heavy-tailed likelihood, on the slow side only. The limit: STRAGGLER_SDS likelihood widths, at
+# most STRAGGLER_EXCESS (25 % slower) for a context like the training data. The width also holds
+# how far the network's shape missed other contexts (0.4-0.5 in log on a job pre-trained on few),
+# which says nothing of how far one context's runs scatter about their own curve. One run alone sets the level (a new context's
+# shift is real); of two, the one slower than the other says is doubted, never the faster.
+STRAGGLER_SDS = 2.0
+STRAGGLER_EXCESS = math.log(1.25)
+MIN_RUNS_TO_DOUBT = 2
+
+
+def straggler_weights(
+    h0: np.ndarray,
+    basis: np.ndarray,
+    scale_outs: np.ndarray,
+    log_y: np.ndarray,
+    weight: np.ndarray,
+    *,
+    noise_sd: float,
+    learned_cov: np.ndarray,
+    other_prior: float | np.ndarray = OTHER_ENVIRONMENT_PRIOR,
+) -> np.ndarray:
+    """``weight`` [B,K] with each context's stragglers down-weighted (see ``STRAGGLER_SDS``).
+
+    Each run is predicted by the fit (``fit_delta_averaged``, the members' mean head h0 [B,M,F])
+    of the context's other runs. A real memory spill makes runs several times slower from the
+    smallest scale-outs up (C3O's kmeans and sgd at 2 nodes; on a machine type with less memory
+    at 4 too), a shape the network need not know for this context: runs at a context's smallest
+    scale-out are never doubted, and where they lie above what the others predict, no run is (the
+    spill may reach up to it). A straggler elsewhere lies above the shape its neighbours and the
+    network agree on, with the smallest scale-out's runs on it."""
+    weight = np.asarray(weight, dtype=np.float64)
+    present = weight > 0
+    b = weight.shape[0]
+    smallest = np.where(present, scale_outs, np.inf).min(axis=1, keepdims=True)
+    candidates = present & (present.sum(axis=1, keepdims=True) >= MIN_RUNS_TO_DOUBT)
+    if not (candidates & (scale_outs > smallest)).any():
+        return weight
+    rows, cols = np.nonzero(candidates)
+    h = np.asarray(h0, dtype=np.float64).mean(axis=1)[rows]
+    rest = weight[rows].copy()
+    rest[np.arange(len(rows)), cols] = 0.0
+    prior = np.broadcast_to(np.asarray(other_prior, dtype=np.float64), (b,))[rows]
+    delta, _ = fit_delta_averaged(
+        h, basis[rows], log_y[rows], rest, noise_sd=noise_sd, learned_cov=learned_cov, other_prior=prior
+    )
+    predicted = log_runtime((h + delta)[:, None, :], basis[rows, cols][:, None, :])[:, 0]
+    excess = log_y[rows, cols] - predicted
+    # a context with a value the model never saw (a raised ``other_prior``): the network's shape
+    # there is a guess, and how far it may miss is the width's, all of it
+    limit = np.where(
+        prior <= OTHER_ENVIRONMENT_PRIOR,
+        min(STRAGGLER_SDS * noise_sd, STRAGGLER_EXCESS),
+        STRAGGLER_SDS * noise_sd,
+    )
+    above = np.zeros_like(weight)
+    above[rows, cols] = excess / limit
+    at_smallest = present & (scale_outs == smallest)
+    spill = np.any(at_smallest & (above > 1), axis=1, keepdims=True)
+    over = candidates & ~at_smallest & (above > 1)
+    # a straggler is one run: where two lie above what their others predict, the context's curve
+    # has a shape the network lacks (Bell's sgd, flatter between 4 and 20 nodes than C3O's)
+    shape = over.sum(axis=1, keepdims=True) > 1
+    doubted = over & ~spill & ~shape
+    return np.where(doubted, weight / np.maximum(above, 1) ** 2, weight)
+
+
 @dataclass
 class ContextFit:
     """A fine-tuned context: the network's correction and, blended in, the parametric curve."""
@@ -301,6 +370,9 @@ class ContextFit:
     # ≥ 2 scale-outs): root mean square and count, the context's own evidence for its band
     check_rms: np.ndarray  # [B]
     check_count: np.ndarray  # [B]
+    # each run's weight in the fit [B, K] (``straggler_weights``); the residual correction takes
+    # a run's residual times its weight, so a straggler does not bend the curve there either
+    run_weight: np.ndarray | None = None
 
 
 def fit_context(
@@ -317,6 +389,7 @@ def fit_context(
     other_prior: float | np.ndarray = OTHER_ENVIRONMENT_PRIOR,
     learned_shape: bool = True,
     shape: np.ndarray | None = None,
+    robust: bool = True,
 ) -> ContextFit:
     """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
     log_y, weight [B,K] (0 = padding).
@@ -339,8 +412,21 @@ def fit_context(
     place of the network's (a twin's measured curve, ``nearest_weight``); where given, it is what
     the parametric curve competes with and what the checks measure, each left-out scale-out
     predicted by it moved to the other runs' mean level (its runs set only the level).
+    ``robust=False``: every run keeps its weight (no ``straggler_weights``; calibration's choice
+    of the settings, see ``calibration.calibrate``).
     """
     h0 = np.asarray(h0, dtype=np.float64)
+    if robust:
+        weight = straggler_weights(
+            h0,
+            basis,
+            scale_outs,
+            log_y,
+            weight,
+            noise_sd=noise_sd,
+            learned_cov=learned_cov,
+            other_prior=other_prior,
+        )
     b, m, f = h0.shape
     other_prior = np.repeat(np.broadcast_to(np.asarray(other_prior, dtype=np.float64), (b,)), m)
 
@@ -405,9 +491,12 @@ def fit_context(
                 for i in np.flatnonzero(out.any(axis=1)):
                     # the correction each left-out prediction gets from the residuals at the others
                     at = scale_outs[i][rest[i]]
-                    missed = tuned_log_runtime(
-                        network[i][rest[i]], at, loo_theta[i], share[i], actual=log_y[i][rest[i]]
-                    )[0]
+                    missed = (
+                        tuned_log_runtime(
+                            network[i][rest[i]], at, loo_theta[i], share[i], actual=log_y[i][rest[i]]
+                        )[0]
+                        * weight[i][rest[i]]
+                    )
                     blend[i, out[i]] += residual_correction(
                         at,
                         missed,
@@ -425,6 +514,7 @@ def fit_context(
         parametric_weight=share,
         check_rms=check_rms,
         check_count=check_count,
+        run_weight=weight,
     )
 
 

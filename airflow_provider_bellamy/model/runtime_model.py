@@ -649,7 +649,9 @@ class RuntimeModel:
         # the range it is known at, so the model's own curve: no continuation beyond an edge)
         ran = replace(part, run_residuals=tuple((float(n), 0.0) for n in ns))
         curve = self._copy(ran)._model_log_curves(ctx, ns.astype(np.int64), corrected=False)[1]
-        residuals = tuple((float(n), float(r)) for n, r in zip(ns, log_y - curve, strict=True))
+        residuals = tuple(
+            (float(n), float(r)) for n, r in zip(ns, (log_y - curve) * fit.run_weight[0], strict=True)
+        )
         return self._copy(replace(part, run_residuals=residuals))
 
     def _nearest_for(
