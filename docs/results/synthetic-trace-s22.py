@@ -1,5 +1,7 @@
 # Writes docs/results/synthetic-trace-s22.csv (run from the project root): a second trace unlike the bundled ones.
 # `python docs/results/synthetic-trace-s22.py 0 /tmp/s22-no-stragglers.csv`: the same without stragglers.
+# `... RATE OUT SEED NOISE SLOWEST`: a variant (session 23: `0.05 OUT 31 0.035 2.2`, stragglers 1.25-2.2x;
+# `0.08 OUT 23`: seed 23, 8 % stragglers; docs/model.md). Stragglers are 1.25x+ slow where SLOWEST is given.
 """Spark-like jobs with physics the bundled traces and session 21's trace lack: a shuffle whose
 all-to-all cost grows with the cluster, machine types that differ in per-core speed (a property no
 run records: only the machine type's name carries it), an iterative job whose per-iteration
@@ -13,7 +15,11 @@ import pandas as pd
 
 STRAGGLERS = float(sys.argv[1]) if len(sys.argv) > 1 else 0.04
 OUT = sys.argv[2] if len(sys.argv) > 2 else "docs/results/synthetic-trace-s22.csv"
-rng = np.random.default_rng(22)
+SEED = int(sys.argv[3]) if len(sys.argv) > 3 else 22
+NOISE = float(sys.argv[4]) if len(sys.argv) > 4 else 0.03
+SLOWEST = float(sys.argv[5]) if len(sys.argv) > 5 else 2.0
+FASTEST = 1.3 if len(sys.argv) <= 5 else 1.25
+rng = np.random.default_rng(SEED)
 # name: (cores, memory_mb, per-core speed)
 machines = {
     "m6i.2xlarge": (8, 32768, 1.0),
@@ -36,9 +42,9 @@ for job in ("scan", "sessionize", "train"):
                     else:
                         t = 15 + iterations * (0.5 * cpu + 0.35 + 0.05 * np.log2(n))
                     for _ in range(3):
-                        noise = np.exp(rng.normal(0, 0.03))
+                        noise = np.exp(rng.normal(0, NOISE))
                         if rng.random() < STRAGGLERS:
-                            noise *= rng.uniform(1.3, 2.0)
+                            noise *= rng.uniform(FASTEST, SLOWEST)
                         rows.append(
                             dict(
                                 job_type=job,
