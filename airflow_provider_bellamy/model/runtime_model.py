@@ -221,7 +221,8 @@ class TunedContext:
     # the context's leave-one-scale-out error: its band is never narrower than it says
     check_rms: float
     check_count: int
-    # (scale-out, log residual of the uncorrected tuned curve) per run
+    # (scale-out, log residual of the uncorrected tuned curve × the run's weight in the fit) per run:
+    # a run fine-tuning doubted as a straggler (``straggler_weights``) keeps only its weighted part
     run_residuals: tuple[tuple[float, float], ...]
     nearest: NearestCurve | None
 
@@ -1283,7 +1284,9 @@ class RuntimeModel:
         ran = np.array([n for n, _ in self.run_residuals], dtype=np.int64)
         if not len(ran) or confidence <= 0.5:
             return lo, hi
-        # the runs' log runtimes: residuals from the uncorrected curve (``finetune``) plus it
+        # the runs' log runtimes: residuals from the uncorrected curve (``finetune``) plus it; a run
+        # doubted as a straggler counts at its weighted residual, nearer the curve (one slow run at a
+        # scale-out would otherwise centre the band on itself)
         log_y = np.array([r for _, r in self.run_residuals]) + self._log_curves(ctx, ran, corrected=False)[1]
         squares, dof = 0.0, 0
         for n in np.unique(ran):
