@@ -1,6 +1,6 @@
 # Writes docs/results/synthetic-trace-s21.csv (run from the project root): a trace unlike the bundled ones.
 # `python docs/results/synthetic-trace-s21.py [VARIANT] [OUT]` writes one of the variants that checked a
-# figure on other constants (session 22: edges-variant, leo-v1, leo-v2, stopbias-variant; docs/model.md).
+# figure on other constants (edges-variant, leo-v1, leo-v2, stopbias-variant, tables-variant; docs/model.md).
 """A synthetic trace file unlike the bundled ones: Flink-ish jobs, 1..32 workers, 3 machine types,
 2 environments, data sizes over two decades, a spill when data per node exceeds memory."""
 
@@ -21,6 +21,7 @@ BASE = dict(
     yarn_per_node_s=0.0,  # ... seconds per worker it adds
     yarn_spill_fraction=None,  # ... its own spill threshold (None: the same)
     noise=0.04,
+    small_memory_mb=2048,  # e2-small's
     out="docs/results/synthetic-trace-s21.csv",
 )
 VARIANTS = {
@@ -60,13 +61,22 @@ VARIANTS = {
         noise=0.06,
         out="/tmp/stopbias/variant.csv",
     ),
+    # other seed, more memory on the small machine, sizes, spill threshold and factor (session 23, tables)
+    "tables-variant": dict(
+        seed=23,
+        small_memory_mb=4096,
+        sizes=[1500.0, 6000.0, 25000.0, 100000.0],
+        spill_fraction=0.45,
+        spill=2.2,
+        out="/tmp/s21v.csv",
+    ),
 }
 
 
 def generate(variant: str = "base") -> pd.DataFrame:
     p = {**BASE, **VARIANTS[variant]}
     rng = np.random.default_rng(p["seed"])
-    machines = {"n2-standard-8": (8, 32768), "n2-highmem-4": (4, 32768), "e2-small": (2, 2048)}
+    machines = {"n2-standard-8": (8, 32768), "n2-highmem-4": (4, 32768), "e2-small": (2, p["small_memory_mb"])}
     rows = []
     for job, serial, work, comm in p["jobs"]:
         for env in ["k8s", "yarn"]:
