@@ -166,14 +166,14 @@ def edge_growth(
     return rate * np.maximum(distance, 0.0)
 
 
-def _last_octave(edges: tuple[int, int]) -> np.ndarray:
+def last_octave(edges: tuple[int, int]) -> np.ndarray:
     """Where the continuation beyond ``edges[1]`` reads the curve's slope: 8 points from half
     that scale-out (or the smallest known, if larger) up to it."""
     low, high = edges
     return np.geomspace(max(low, high / 2), high, 8)
 
 
-def _first_octave(edges: tuple[int, int]) -> np.ndarray:
+def first_octave(edges: tuple[int, int]) -> np.ndarray:
     """Where the continuation below ``edges[0]`` reads the curve's slope: 8 points from twice
     that scale-out (or the largest known, if smaller) down to it (the edge last, as
     ``continued_log_runtime`` reads it)."""
@@ -181,13 +181,13 @@ def _first_octave(edges: tuple[int, int]) -> np.ndarray:
     return np.geomspace(min(high, low * 2), low, 8)
 
 
-def _edge_octave(edges: tuple[int, int], side: int) -> np.ndarray:
+def edge_octave(edges: tuple[int, int], side: int) -> np.ndarray:
     """The octave the continuation past ``edges[side]`` reads (0: below, 1: beyond)."""
-    return _last_octave(edges) if side else _first_octave(edges)
+    return last_octave(edges) if side else first_octave(edges)
 
 
 @dataclass(frozen=True)
-class _Continuation:
+class Continuation:
     """Where a curve is continued past the scale-outs it is known at (``RuntimeModel._curves``):
     the edges, which scale-outs lie below and beyond them, and the guesses the band spans there
     besides the prediction and the network's curve, in log seconds: Amdahl's curve, the power law

@@ -268,7 +268,7 @@ def never_varied(domain: Mapping[str, Any] | None, ext: Extrapolation) -> tuple[
 
 
 # What the band's reason calls a signal no held-out context showed (_band_sources).
-_SIGNAL_WORDS = {
+SIGNAL_WORDS = {
     "missing": lambda ext: f"a context lacking {', '.join(ext.missing)}",
     "environment": lambda ext: f"a job known only from {', '.join(ext.environments)}",
 }

@@ -1,10 +1,10 @@
 """The held-out calibrations pre-training runs: what the members' answers are worth on contexts
 they never saw (numpy, but for the extra ensembles' training, which imports torch).
 
-``RuntimeModel.pretrain`` calibrates its own members out of fold (``_calibrated``), then trains
+``RuntimeModel.pretrain`` calibrates its own members out of fold (``calibrate_members``), then trains
 and calibrates two more ensembles whose members hold out more than a context: whole job types
-(``_unseen_job_calibration``) and whole groups of contexts, a machine type, an environment, the
-ends of a numeric range (``_extrapolation_calibration``). Those ensembles are dropped; what they
+(``unseen_job_calibration``) and whole groups of contexts, a machine type, an environment, the
+ends of a numeric range (``extrapolation_calibration``). Those ensembles are dropped; what they
 measured stays in the model's ``Calibration``.
 """
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.model.training import EncodedRuns, TrainingConfig
 
 
-class _RunsArrays:
+class RunsArrays:
     """The encoded training runs as numpy arrays (calibration works without torch)."""
 
     def __init__(self, data: EncodedRuns) -> None:
@@ -45,10 +45,10 @@ class _RunsArrays:
         self.scale_out = np.asarray(data.scale_out)
 
 
-def _calibrated(
+def calibrate_members(
     h_members: np.ndarray,
     folds: list[np.ndarray],
-    data: _RunsArrays,
+    data: RunsArrays,
     noise_sd: float,
     rng: np.random.Generator,
     deadline: float | None,
@@ -61,7 +61,7 @@ def _calibrated(
     job types, for per-job scales of the tables (not where job types are held out whole).
     ``h_out_of_fold`` [M, C, F]: the heads the band's tables read for each member's fold (default
     ``h_members``, which choose the fine-tuning settings either way: ``calibrate``'s ``h_tables``)."""
-    likelihood_sd = max(noise_sd, _training_rms(h_members, data, folds))
+    likelihood_sd = max(noise_sd, training_rms(h_members, data, folds))
     return calibrate(
         h_members,
         folds,
@@ -79,9 +79,9 @@ def _calibrated(
     )
 
 
-def _unseen_job_calibration(
+def unseen_job_calibration(
     data: EncodedRuns,
-    runs_np: _RunsArrays,
+    runs_np: RunsArrays,
     jobs: list[str | None],
     cfg: TrainingConfig,
     seed: int,
@@ -121,16 +121,16 @@ def _unseen_job_calibration(
         ]
     )
     return replace(
-        _calibrated(h_members, folds, runs_np, noise_sd, rng, deadline, environments),
+        calibrate_members(h_members, folds, runs_np, noise_sd, rng, deadline, environments),
         unseen_job_type=True,
         job_folds=tuple(tuple(sorted({names[c] for c in fold})) for fold in folds),
     )
 
 
-def _extrapolation_calibration(
+def extrapolation_calibration(
     schema: FeatureSchema,
     data: EncodedRuns,
-    runs_np: _RunsArrays,
+    runs_np: RunsArrays,
     contexts: Sequence[Mapping[str, str | float]],
     held_out: list[tuple[str, np.ndarray]],
     calibration: Calibration,
@@ -175,7 +175,7 @@ def _extrapolation_calibration(
     other_priors = np.full(len(contexts), OTHER_ENVIRONMENT_PRIOR)
     for fold in folds:
         rest = [contexts[i] for i in np.setdiff1d(everyone, fold)]
-        exts = _fold_signals(contexts, fold)
+        exts = fold_signals(contexts, fold)
         distances = [e.distance_scale for e in exts]
         held_distances.append(distances)
         for kind in SIGNAL_KINDS:
@@ -233,7 +233,7 @@ def _extrapolation_calibration(
         # how far outside its member's training data a held-out context of each kind lay: its
         # unscaled residuals already hold that distance (DistanceWidening)
         held_out_distance={
-            kind: _typical_distance(
+            kind: typical_distance(
                 [
                     d
                     for f, fold, (held, _) in zip(held_distances, folds, held_out, strict=True)
@@ -246,7 +246,7 @@ def _extrapolation_calibration(
     )
 
 
-def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
+def mre_by_k(calibration: Calibration) -> dict[str, float] | None:
     """A calibration's out-of-fold mean relative error per k, keyed "0".."5" (as retraining's
     metrics report it)."""
     if calibration.tables is None:
@@ -254,13 +254,13 @@ def _mre_by_k(calibration: Calibration) -> dict[str, float] | None:
     return {str(k): v for k, v in enumerate(calibration.tables.validation_mre)}
 
 
-def _fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
+def fold_distances(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[float]:
     """Each of ``fold``'s contexts' ``Extrapolation.distance_scale`` beyond the training data of
     the member that held it out (every other context)."""
-    return [e.distance_scale for e in _fold_signals(contexts, fold)]
+    return [e.distance_scale for e in fold_signals(contexts, fold)]
 
 
-def _fold_signals(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[Extrapolation]:
+def fold_signals(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarray) -> list[Extrapolation]:
     """What each of ``fold``'s contexts asks the member that held it out (trained on every other
     context) to extrapolate in."""
     rest = [contexts[i] for i in np.setdiff1d(np.arange(len(contexts)), fold)]
@@ -268,13 +268,13 @@ def _fold_signals(contexts: Sequence[Mapping[str, str | float]], fold: np.ndarra
     return [signals(domain, contexts[i]) for i in fold]
 
 
-def _typical_distance(distances: Sequence[float]) -> float:
+def typical_distance(distances: Sequence[float]) -> float:
     """The median of the finite distance scales (1: none)."""
     finite = [d for d in distances if math.isfinite(d)]
     return float(np.median(finite)) if finite else 1.0
 
 
-def _training_rms(h_members: np.ndarray, data: _RunsArrays, folds: list[np.ndarray]) -> float:
+def training_rms(h_members: np.ndarray, data: RunsArrays, folds: list[np.ndarray]) -> float:
     """RMS log error of the members on their own training runs: the basis' misfit plus noise."""
     err = inference.log_runtime(h_members[:, data.ctx_index], data.basis[None]) - data.log_y  # [M, N]
     sq = []

@@ -35,18 +35,18 @@ from airflow_provider_bellamy.model.calibration import (
 from airflow_provider_bellamy.model.edges import (
     MIN_EDGE_POINTS,
     OVERHEAD_POINTS,
+    Continuation,
     EdgeMisses,
-    _Continuation,
-    _edge_octave,
     continued_log_runtime,
     edge_growth,
     edge_misses,
+    edge_octave,
     overhead_log_runtime,
     power_law_log_runtime,
 )
 from airflow_provider_bellamy.model.extrapolation import (
-    _SIGNAL_WORDS,
     MIN_SPAN_DECADES,
+    SIGNAL_WORDS,
     DistanceWidening,
     Extrapolation,
     guessed_shape,
@@ -81,14 +81,14 @@ from airflow_provider_bellamy.model.finetuning import (
     with_replicates,
 )
 from airflow_provider_bellamy.model.held_out import (
-    _calibrated,
-    _extrapolation_calibration,
-    _fold_distances,
-    _mre_by_k,
-    _RunsArrays,
-    _training_rms,
-    _typical_distance,
-    _unseen_job_calibration,
+    RunsArrays,
+    calibrate_members,
+    extrapolation_calibration,
+    fold_distances,
+    mre_by_k,
+    training_rms,
+    typical_distance,
+    unseen_job_calibration,
 )
 from airflow_provider_bellamy.records import (
     context_columns,
@@ -372,13 +372,13 @@ class RuntimeModel:
     def validation_mre(self) -> dict[str, float] | None:
         """Out-of-fold mean relative error per k ("0".."5") of the training contexts (None: no
         out-of-fold data)."""
-        return _mre_by_k(self.calibration)
+        return mre_by_k(self.calibration)
 
     @property
     def unseen_job_type_mre(self) -> dict[str, float] | None:
         """Out-of-fold mean relative error per k for a job type the model never saw (None: not
         calibrated for one)."""
-        return None if self.calibration.unseen_job is None else _mre_by_k(self.calibration.unseen_job)
+        return None if self.calibration.unseen_job is None else mre_by_k(self.calibration.unseen_job)
 
     def _copy(self, tuned: TunedContext | None = None) -> RuntimeModel:
         copy = RuntimeModel(
@@ -427,7 +427,7 @@ class RuntimeModel:
 
         ``extrapolation``: also calibrate the band of a context outside the training data (an
         ensemble whose members hold out whole machine types, environments, the ends of a numeric
-        range; see ``_extrapolation_calibration``). Without it such a context gets the
+        range; see ``extrapolation_calibration``). Without it such a context gets the
         uncalibrated wide band.
         """
         from airflow_provider_bellamy.model.training import TrainingConfig, single_thread
@@ -502,7 +502,7 @@ class RuntimeModel:
             "code": net.code,
             "hidden": net.hidden,
         }
-        runs_np = _RunsArrays(data)
+        runs_np = RunsArrays(data)
         h_members = inference.log_weights(params, runs_np.vectors, runs_np.mask)  # [M, C, F]
         # the out-of-fold heads the band's tables read: each from an epoch its context did not
         # choose (train_ensemble's ``cross_fitted``; the kept parameters' where its fold was unsplit)
@@ -510,7 +510,7 @@ class RuntimeModel:
         noise_sd = noise_sd_of(data)
         environments = _context_property(data.context_keys, keys, contexts, "environment")
         calibration = (
-            _calibrated(
+            calibrate_members(
                 h_members,
                 folds,
                 runs_np,
@@ -522,10 +522,10 @@ class RuntimeModel:
                 h_out_of_fold=h_out_of_fold,
             )
             if k_folds > 1
-            else Calibration(noise_sd, FineTuning(max(noise_sd, _training_rms(h_members, runs_np, folds))))
+            else Calibration(noise_sd, FineTuning(max(noise_sd, training_rms(h_members, runs_np, folds))))
         )
         if unseen:
-            unseen_calibration = _unseen_job_calibration(
+            unseen_calibration = unseen_job_calibration(
                 data,
                 runs_np,
                 jobs,
@@ -540,7 +540,7 @@ class RuntimeModel:
             calibration = replace(calibration, unseen_job=unseen_calibration)
         if held_out and calibration.fine_tuning.prior_covariance is not None:
             start = 1 + int(unseen)
-            extrapolation_tables = _extrapolation_calibration(
+            extrapolation_tables = extrapolation_calibration(
                 schema,
                 data,
                 runs_np,
@@ -560,8 +560,8 @@ class RuntimeModel:
                     extrapolation_tables,
                     # the model's own out-of-fold contexts' distance, for its tables standing in
                     # where no kind held out enough contexts (_band_sources)
-                    own_held_out_distance=_typical_distance(
-                        [d for fold in folds for d in _fold_distances(ordered, fold)]
+                    own_held_out_distance=typical_distance(
+                        [d for fold in folds for d in fold_distances(ordered, fold)]
                     ),
                 ),
             )
@@ -840,7 +840,7 @@ class RuntimeModel:
         ext: Extrapolation | None = None,
         *,
         corrected: bool = True,
-    ) -> tuple[np.ndarray, np.ndarray, _Continuation | None]:
+    ) -> tuple[np.ndarray, np.ndarray, Continuation | None]:
         """(the network's log seconds, the prediction's, the continuation past the edges) per
         validated scale-out (``_model_log_curves``): past the smallest or the largest scale-out the
         job type was trained at and the context ran at (``_edges``), the prediction continues the
@@ -856,7 +856,7 @@ class RuntimeModel:
         for side, past in ((0, below), (1, beyond)):
             if not past.any():
                 continue
-            known = _edge_octave(edges, side)
+            known = edge_octave(edges, side)
             at_known = self._model_log_curves(ctx, known, ext, corrected=corrected)[1]
             if not np.isfinite(at_known).all():  # (a curve that is itself a guess has no slope to follow)
                 continue
@@ -870,7 +870,7 @@ class RuntimeModel:
         # than any trained").
         point = np.where(continued, np.where(below, (amdahl + curve) / 2, amdahl), curve)
         own = np.where(continued & below, curve, np.nan)  # (beyond the edge no guess: not spanned)
-        return network, point, _Continuation(edges, below, beyond, (amdahl, power, own))
+        return network, point, Continuation(edges, below, beyond, (amdahl, power, own))
 
     def _edges(self, ctx: dict[str, str | float]) -> tuple[int, int] | None:
         """The smallest and the largest scale-out this context's curve is known at: its job type's
@@ -1434,7 +1434,7 @@ class RuntimeModel:
                     )
                     measured.append(kind)
                 else:
-                    guessed.append(_SIGNAL_WORDS[kind](ext))
+                    guessed.append(SIGNAL_WORDS[kind](ext))
             if measured:
                 described += f"; held-out contexts showing the same signal ({', '.join(measured)})"
             if guessed:
@@ -1691,7 +1691,7 @@ def _context_property(
 
 
 def _context_curves(
-    data: EncodedRuns, runs_np: _RunsArrays, keys: Sequence[str], contexts: Sequence[dict[str, str | float]]
+    data: EncodedRuns, runs_np: RunsArrays, keys: Sequence[str], contexts: Sequence[dict[str, str | float]]
 ) -> dict[str, Any]:
     """The training contexts' curves, for the nearest-curves component of a context the model
     reads values of as unknown: each context's properties and its mean log runtime at each

@@ -9,10 +9,10 @@ import pytest
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.edges import (
     MIN_EDGE_POINTS,
-    _first_octave,
-    _last_octave,
     continued_log_runtime,
     edge_growth,
+    first_octave,
+    last_octave,
     power_law_log_runtime,
 )
 
@@ -22,7 +22,7 @@ from .conftest import FAST
 def test_below_the_edge_amdahls_curve_continues_as_itself() -> None:
     """A curve that is a + b / n over the first octave continues down as itself."""
     a, b = 20.0, 240.0
-    known = _first_octave((6, 12))
+    known = first_octave((6, 12))
     assert known[-1] == 6.0 and known[0] == 12.0  # the edge last
     ns = np.array([1.0, 2.0, 4.0])
     np.testing.assert_allclose(np.exp(continued_log_runtime(ns, known, np.log(a + b / known))), a + b / ns)
@@ -45,14 +45,14 @@ def test_below_the_edge_runtime_rises_at_most_as_one_over_n_and_never_falls() ->
 
 
 def test_the_power_law_below_the_edge_keeps_the_octaves_rate() -> None:
-    known = _first_octave((4, 60))
+    known = first_octave((4, 60))
     got = power_law_log_runtime(np.array([1.0, 2.0]), known, np.log(1000.0 * known**-0.8))
     np.testing.assert_allclose(np.exp(got), 1000.0 * np.array([1.0, 2.0]) ** -0.8)
 
 
 def test_the_octaves_stay_inside_the_known_range() -> None:
-    np.testing.assert_allclose(_first_octave((6, 8))[[0, -1]], [8.0, 6.0])
-    np.testing.assert_allclose(_last_octave((6, 8))[[0, -1]], [6.0, 8.0])
+    np.testing.assert_allclose(first_octave((6, 8))[[0, -1]], [8.0, 6.0])
+    np.testing.assert_allclose(last_octave((6, 8))[[0, -1]], [6.0, 8.0])
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_below_the_trained_scale_outs_the_prediction_continues_from_the_edge(
     ctx = dict(held_out_properties)
     norm = model._normalise(ctx)
     assert model._edges(norm) == (6, 12)
-    known = _first_octave((6, 12))
+    known = first_octave((6, 12))
     below = np.array([2.0, 4.0])
     at_known = model._model_log_curves(norm, known)[1]
     amdahl = np.exp(continued_log_runtime(below, known, at_known))
@@ -104,7 +104,7 @@ def _below_three(model: RuntimeModel, ctx: dict[str, object]) -> tuple[list[floa
     calibration's: no scale-out-dependent table on an untuned model)."""
     near = model.band(ctx, [6])
     norm = model._normalise(ctx)
-    known = _first_octave((6, 12))
+    known = first_octave((6, 12))
     at_known = model._model_log_curves(norm, known)[1]
     three = np.array([3.0])
     guesses = [
@@ -189,7 +189,7 @@ def test_a_context_that_ran_below_the_trained_scale_outs_is_known_down_to_its_ru
         np.log(tuned.predict(ctx, [2, 4])), tuned._model_log_curves(norm, np.array([2.0, 4.0]))[1]
     )
     assert tuned.band(ctx, [2, 4]).below is None
-    known = _first_octave((2, 12))
+    known = first_octave((2, 12))
     at_known = tuned._model_log_curves(norm, known)[1]
     one = np.array([1.0])
     np.testing.assert_allclose(

@@ -8,8 +8,8 @@ import pytest
 
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.edges import (
-    _last_octave,
     continued_log_runtime,
+    last_octave,
     overhead_log_runtime,
     power_law_log_runtime,
 )
@@ -93,7 +93,7 @@ def test_beyond_the_trained_scale_outs_the_prediction_continues_from_the_edge(
     ctx = dict(held_out_properties)
     norm = grep_to_six._normalise(ctx)
     assert grep_to_six._edges(norm) == (2, 6)
-    known = _last_octave((2, 6))
+    known = last_octave((2, 6))
     beyond = np.array([8, 10, 12])
     expected = np.exp(
         continued_log_runtime(beyond.astype(float), known, grep_to_six._model_log_curves(norm, known)[1])
@@ -132,7 +132,7 @@ def test_a_context_that_ran_beyond_the_trained_scale_outs_is_known_up_to_its_run
     np.testing.assert_array_equal(
         np.log(tuned.predict(ctx, [8, 10])), tuned._model_log_curves(norm, np.array([8.0, 10.0]))[1]
     )
-    known = _last_octave((2, 12))
+    known = last_octave((2, 12))
     at_known = tuned._model_log_curves(norm, known)[1]
     np.testing.assert_allclose(
         np.log(tuned.predict(ctx, [24])), continued_log_runtime(np.array([24.0]), known, at_known)
