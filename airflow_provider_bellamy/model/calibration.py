@@ -962,7 +962,7 @@ def table_scale(
 
 
 def student_t_quantile(q: float, dof: float) -> float:
-    """The ``q`` quantile (0.5 ≤ q < 1) of Student's t with ``dof`` ≥ 2 degrees of freedom, real
+    """The ``q`` quantile (0.5 ≤ q < 1) of Student's t with ``dof`` ≥ 1 degrees of freedom, real
     too (scipy.special costs ~1 s to import, and the band is on ``size()``'s path); relative error
     < 1e-4 up to q = 0.9999. Up to 30 degrees: with x = √dof · tan θ the density in θ is
     ∝ cos^(dof−1) θ, bounded on [0, π/2], integrated by the trapezoid rule on a fine grid and

@@ -1102,6 +1102,10 @@ def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
     runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
     runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
     pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    # the run at 8 at 0.6× its runtime: a fall from 4 to 8 the network's sort curves lack, so the
+    # context's own check widens its band everywhere (×2.7), as the demo's sort runs do; a faster
+    # run is no straggler (``straggler_weights`` doubts only slower ones), so both runs count in full
+    pair = pair.assign(runtime_s=np.where(pair["scale_out"] == 8, pair["runtime_s"] * 0.6, pair["runtime_s"]))
     ctx = pair.iloc[0].to_dict()
     ns = np.array([2, 4, 6, 8, 12])
     tuned = model.finetune(pair)
@@ -1130,11 +1134,11 @@ def test_at_a_scale_out_it_ran_at_a_context_on_another_cluster_needs_its_own_rep
     sort: SortCase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another cluster's noise is not the training data's (Bell's pagerank: 3-6× C3O's): one run at
-    a scale-out leaves its band there as it was; two runs there measure the noise, which may widen
-    the bound the training data's noise gives (runs 2.5× apart: the band holds both) but never
-    narrow it (two runs of the same runtime: the training data's noise, one more residual)."""
+    a scale-out leaves its band there as it was; two runs there measure the noise with their own
+    degree of freedom (Student's t at 1, the training data's noise only a floor under the sd), which
+    may widen the bound (runs 2.5× apart: the band holds both) but never narrow it below that floor
+    (two runs of the same runtime)."""
     from airflow_provider_bellamy.model.calibration import student_t_quantile
-    from airflow_provider_bellamy.model.runtime_model import PRIOR_CHECKS
 
     model = sort.model
     runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
@@ -1155,7 +1159,7 @@ def test_at_a_scale_out_it_ran_at_a_context_on_another_cluster_needs_its_own_rep
     same = model.finetune(pd.concat([pair, at4], ignore_index=True))
     band = same.band(ctx, ns, 0.9)
     ran = float(at4["runtime_s"].iloc[0])
-    half = student_t_quantile(0.9, PRIOR_CHECKS + 1) * model.calibration.noise_sd * math.sqrt(1.5)
+    half = student_t_quantile(0.9, 1) * model.calibration.noise_sd * math.sqrt(1.5)
     assert band.upper[0] == pytest.approx(max(ran * math.exp(half), band.mean[0]))
     assert band.lower[0] == pytest.approx(min(ran * math.exp(-half), band.mean[0]))
     noisy = model.finetune(pd.concat([pair, at4.assign(runtime_s=at4["runtime_s"] * 2.5)], ignore_index=True))
