@@ -296,8 +296,9 @@ def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndar
 # heavy-tailed likelihood, on the slow side only. The limit: STRAGGLER_SDS likelihood widths, at
 # most STRAGGLER_EXCESS (25 % slower) for a context like the training data. The width also holds
 # how far the network's shape missed other contexts (0.4-0.5 in log on a job pre-trained on few),
-# which says nothing of how far one context's runs scatter about their own curve. One run alone sets the level (a new context's
-# shift is real); of two, the one slower than the other says is doubted, never the faster.
+# which says nothing of how far one context's runs scatter about their own curve. One run alone
+# sets the level (a new context's shift is real); of two, the one slower than the other says is
+# doubted, never the faster.
 STRAGGLER_SDS = 2.0
 STRAGGLER_EXCESS = math.log(1.25)
 MIN_RUNS_TO_DOUBT = 2
