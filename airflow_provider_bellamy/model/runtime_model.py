@@ -1240,9 +1240,13 @@ class RuntimeModel:
             elsewhere = bool(ext.environments) or ext.job_type_unseen or "environment" in ext.missing
             at_lo, at_hi = self._at_runs(ctx, ns, honoured, elsewhere)
             with np.errstate(over="ignore", invalid="ignore"):
-                narrowed = np.isfinite(at_lo) & ((np.exp(at_lo) > lower) | (np.exp(at_hi) < upper))
-                lower = np.where(np.isfinite(at_lo), np.maximum(lower, np.exp(at_lo)), lower)
-                upper = np.where(np.isfinite(at_hi), np.minimum(upper, np.exp(at_hi)), upper)
+                at_lower, at_upper = np.exp(at_lo), np.exp(at_hi)
+                # where the two bands do not overlap they disagree on where the next run lies: the
+                # intersection would be empty (lower above upper), so the band from before answers
+                use = np.isfinite(at_lo) & (at_lower <= upper) & (at_upper >= lower)
+                narrowed = use & ((at_lower > lower) | (at_upper < upper))
+                lower = np.where(use, np.maximum(lower, at_lower), lower)
+                upper = np.where(use, np.minimum(upper, at_upper), upper)
             if narrowed.any():
                 described += "; at the scale-outs it ran at, the run-to-run noise of its runs there"
         # Residuals that all lie on one side of a curve (a bucket where the model is biased) would put

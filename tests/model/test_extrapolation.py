@@ -1130,6 +1130,36 @@ def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
     )
 
 
+def test_the_runs_band_never_empties_the_band_where_the_two_disagree(
+    sort: SortCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the runs' band lies wholly above (or below) the band from before at a scale-out, their
+    intersection would be empty: the band from before answers there, and the band stays a band."""
+    model = sort.model
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
+    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    pair = pair.assign(runtime_s=np.where(pair["scale_out"] == 8, pair["runtime_s"] * 0.6, pair["runtime_s"]))
+    ctx = pair.iloc[0].to_dict()
+    ns = np.array([4, 8])
+    tuned = model.finetune(pair)
+    with monkeypatch.context() as m:
+        _without_the_runs_band(m)
+        before = tuned.band(ctx, ns, 0.9)
+
+    def disjoint(self: RuntimeModel, ctx: Any, ns: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
+        # at 4 far above the band from before, at 8 inside it
+        lo = np.log(np.array([before.upper[0] * 10, before.mean[1] * 0.99]))
+        hi = np.log(np.array([before.upper[0] * 11, before.mean[1] * 1.01]))
+        return lo, hi
+
+    monkeypatch.setattr(RuntimeModel, "_at_runs", disjoint)
+    band = tuned.band(ctx, ns, 0.9)
+    assert band.lower[0] == before.lower[0] and band.upper[0] == before.upper[0]
+    assert band.upper[1] / band.lower[1] < before.upper[1] / before.lower[1]
+    assert np.all(band.lower <= band.upper)
+
+
 def test_at_a_scale_out_it_ran_at_a_context_on_another_cluster_needs_its_own_repeats(
     sort: SortCase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
