@@ -1088,6 +1088,17 @@ def _without_the_runs_band(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(RuntimeModel, "_at_runs", nothing)
 
 
+def _two_runs_falling_faster_than_the_network(sort: SortCase) -> pd.DataFrame:
+    """A held-out machine type's context, its input 500× below the trained, run once at 4 and once
+    at 8, the run at 8 at 0.6× its runtime: a fall from 4 to 8 the network's sort curves lack, so the
+    context's own check widens its band everywhere (×2.7), as the demo's sort runs do; a faster run
+    is no straggler (``straggler_weights`` doubts only slower ones), so both runs count in full."""
+    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
+    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
+    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
+    return pair.assign(runtime_s=np.where(pair["scale_out"] == 8, pair["runtime_s"] * 0.6, pair["runtime_s"]))
+
+
 def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
     sort: SortCase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1099,13 +1110,7 @@ def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
     from airflow_provider_bellamy.model.runtime_model import PRIOR_CHECKS
 
     model = sort.model
-    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
-    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
-    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
-    # the run at 8 at 0.6× its runtime: a fall from 4 to 8 the network's sort curves lack, so the
-    # context's own check widens its band everywhere (×2.7), as the demo's sort runs do; a faster
-    # run is no straggler (``straggler_weights`` doubts only slower ones), so both runs count in full
-    pair = pair.assign(runtime_s=np.where(pair["scale_out"] == 8, pair["runtime_s"] * 0.6, pair["runtime_s"]))
+    pair = _two_runs_falling_faster_than_the_network(sort)
     ctx = pair.iloc[0].to_dict()
     ns = np.array([2, 4, 6, 8, 12])
     tuned = model.finetune(pair)
@@ -1136,10 +1141,7 @@ def test_the_runs_band_never_empties_the_band_where_the_two_disagree(
     """Where the runs' band lies wholly above (or below) the band from before at a scale-out, their
     intersection would be empty: the band from before answers there, and the band stays a band."""
     model = sort.model
-    runs = sort.test[sort.test["context_id"] == sorted(sort.test["context_id"].unique())[0]]
-    runs = runs.assign(data_size_mb=runs["data_size_mb"] / 500).drop(columns=["context_id"])
-    pair = runs[runs["scale_out"].isin([4, 8])].drop_duplicates("scale_out")
-    pair = pair.assign(runtime_s=np.where(pair["scale_out"] == 8, pair["runtime_s"] * 0.6, pair["runtime_s"]))
+    pair = _two_runs_falling_faster_than_the_network(sort)
     ctx = pair.iloc[0].to_dict()
     ns = np.array([4, 8])
     tuned = model.finetune(pair)
