@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -319,51 +319,6 @@ class DistanceWidening:
         if self.untuned_only and k > 0:
             return max(1.0, distance_scale)
         return self.factor(distance_scale, k)
-
-
-def symmetric_size(read: Callable[[float], tuple[np.ndarray, np.ndarray]], confidence: float) -> np.ndarray:
-    """Per scale-out, how far out each side of a band lies when only the size of a table's error
-    carries over (``calibration.widened``): the sign of a context's error unknown, each side
-    holds ``confidence`` of the contexts where the table's residuals, taken with either sign at
-    even odds, do — the offset s where the table's two one-sided levels at ±s average
-    ``confidence`` (the |residual|'s 2q − 1 quantile, as ``RuntimeModel._missing_errors`` reads
-    its errors). ``read(p)``: the table's lower and upper offsets at one-sided level p.
-
-    The farther of the two one-sided offsets (what ``widened`` took alone) holds the side the
-    table's residuals leaned to at ``confidence`` and the other side at more: a table whose
-    residuals all lie below the curve gave both sides its q quantile of |residual| rather than
-    its 2q − 1 one. Never wider than that, never narrower than the nearer of the two: a table
-    symmetric about the prediction gives its own offsets."""
-    q = float(confidence)
-    # each side's level is at least 2q - 1 where the two average q
-    levels = np.linspace(max(2.0 * q - 1.0, 0.5), 1.0, 41)
-    his, los = [], []
-    for p in levels:
-        lo, hi = read(float(p))
-        his.append(np.asarray(hi, dtype=np.float64))
-        los.append(-np.asarray(lo, dtype=np.float64))
-    up = np.maximum.accumulate(np.array(his), axis=0)  # [levels, scale-outs], nondecreasing in p
-    down = np.maximum.accumulate(np.array(los), axis=0)
-    farther = np.maximum(np.maximum(_at(up, levels, q), _at(down, levels, q)), 0.0)
-    out = farther.copy()
-    for j in range(up.shape[1]):
-        candidates = np.unique(np.concatenate([up[:, j], down[:, j]]))
-        candidates = candidates[(candidates >= 0) & (candidates < farther[j])]
-        for s in candidates:  # ascending: the first whose levels average q
-            # the highest level whose offset lies within s (a lower bound of the share within s)
-            reach_up = np.searchsorted(up[:, j], s, side="right")
-            reach_down = np.searchsorted(down[:, j], s, side="right")
-            p_up = levels[reach_up - 1] if reach_up else 0.0
-            p_down = levels[reach_down - 1] if reach_down else 0.0
-            if (p_up + p_down) / 2 >= q - 1e-12:
-                out[j] = s
-                break
-    return out
-
-
-def _at(offsets: np.ndarray, levels: np.ndarray, q: float) -> np.ndarray:
-    """The offsets at level ``q`` (the first level at or above it)."""
-    return offsets[int(np.searchsorted(levels, q - 1e-12))]
 
 
 def _merge(job_domains: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

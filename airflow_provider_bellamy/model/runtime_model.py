@@ -54,7 +54,6 @@ from airflow_provider_bellamy.model.extrapolation import (
     never_varied,
     signal_kinds,
     signals,
-    symmetric_size,
     training_domain,
 )
 from airflow_provider_bellamy.model.features import (
@@ -1496,13 +1495,6 @@ class RuntimeModel:
         lo_q, hi_q = residual_quantiles(
             calibration, k, confidence, ns, environment, observed, job_type=job_type
         )
-        if outside and calibration.tables is not None:
-            # only the size of the tables' error carries over, its sign at even odds (symmetric_size)
-            size = symmetric_size(
-                lambda p: residual_quantiles(calibration, k, p, ns, environment, observed, job_type=job_type),
-                confidence,
-            )
-            lo_q, hi_q = -size, size
         # The uncalibrated guess of a tuned context outside: the part its runs leave, growing with
         # the distance from them (_guess_profile). (The Gaussian of a new value of a property that
         # never varied stands beside tables at every k, for an error nothing measured: left whole.)

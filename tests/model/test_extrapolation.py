@@ -15,32 +15,8 @@ from airflow_provider_bellamy.benchmarks.common import with_context_ids
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model.calibration import Calibration
-from airflow_provider_bellamy.model.extrapolation import (
-    held_out_folds,
-    signals,
-    symmetric_size,
-    training_domain,
-)
+from airflow_provider_bellamy.model.extrapolation import held_out_folds, signals, training_domain
 from tests.model.conftest import FAST
-
-
-def _symmetric(
-    calibration: Calibration,
-    k: int,
-    ns: np.ndarray,
-    env: str | None,
-    observed: Any = (),
-    job_type: str | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The tables' offsets outside the training data before any widening: only their size, its
-    sign at even odds (``symmetric_size``)."""
-    from airflow_provider_bellamy.model.calibration import residual_quantiles
-
-    size = symmetric_size(
-        lambda p: residual_quantiles(calibration, k, p, ns, env, observed, job_type=job_type), 0.9
-    )
-    return -size, size
-
 
 TRAINED = [
     {"job_type": "grep", "machine_type": "m4", "environment": "emr", "data_size_mb": 960.0, "cores": 8.0},
@@ -434,7 +410,7 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
     from its first run on only at the training data's smallest scale-outs (memory cliffs); above
     them they are the tables as measured, with the context's checks weighed against them as
     far out as the context lies."""
-    from airflow_provider_bellamy.model.calibration import widened
+    from airflow_provider_bellamy.model.calibration import residual_quantiles, widened
 
     model, test = grep_without_m4
     cid = sorted(test["context_id"].unique())[0]
@@ -462,7 +438,7 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
     lo_0, hi_0 = model._quantiles(
         calibration, 0, 0.9, ns, env, (), False, factor, True, factor, job_type="grep", settles=True
     )
-    raw = _symmetric(calibration, 0, ns, env, job_type="grep")
+    raw = residual_quantiles(calibration, 0, 0.9, ns, env, job_type="grep")
     np.testing.assert_allclose(hi_0, widened(*raw, factor)[1])
     np.testing.assert_allclose(lo_0, widened(*raw, factor)[0])
 
@@ -483,7 +459,7 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
             np.testing.assert_allclose(settled[side][~small], as_measured[side][~small])
             assert np.all(np.abs(settled[side][~small]) < np.abs(before[side][~small]))
         if len(at) == 1:
-            raw = _symmetric(calibration, k, ns, env, observed, job_type="grep")
+            raw = residual_quantiles(calibration, k, 0.9, ns, env, observed, job_type="grep")
             np.testing.assert_allclose(settled[1][~small], widened(*raw)[1][~small])
 
 
@@ -504,35 +480,6 @@ def test_widening_outside_is_symmetric_and_grows_with_the_distance() -> None:
     # an infinite scale of a zero offset changes nothing (no NaN)
     zlo, zhi = widened(np.array([0.0]), np.array([0.0]), math.inf)
     assert zlo[0] == 0.0 and zhi[0] == 0.0
-
-
-def test_outside_only_the_size_of_a_tables_error_carries_over_its_sign_at_even_odds() -> None:
-    """A table of residuals shifted to one side: each side of the band outside holds q of the
-    residuals taken with either sign at even odds (the |residual|'s 2q - 1 quantile), not the
-    farther one-sided q offset; a table symmetric about the prediction keeps its offsets."""
-    from statistics import NormalDist
-
-    normal = NormalDist()
-
-    def table(shift: float) -> Any:
-        def read(p: float) -> tuple[np.ndarray, np.ndarray]:
-            z = normal.inv_cdf(min(p, 0.9999))
-            return np.array([shift - z, -0.5 * z]), np.array([shift + z, 0.5 * z])
-
-        return read
-
-    symmetric = symmetric_size(table(0.0), 0.9)
-    np.testing.assert_allclose(symmetric, [normal.inv_cdf(0.9), 0.5 * normal.inv_cdf(0.9)], rtol=1e-6)
-    for shift in (1.0, -1.0):
-        size = symmetric_size(table(shift), 0.9)
-        # N(±1, 1) taken with either sign: P(|r| <= s) = 0.8 at s = 1.849
-        assert size[0] == pytest.approx(1.849, abs=0.02)
-        # narrower than the farther offset (what widened took), wider than the nearer one
-        assert abs(shift) + normal.inv_cdf(0.9) - 0.4 > size[0] > normal.inv_cdf(0.9) - abs(shift)
-        assert size[1] == pytest.approx(symmetric[1])
-        # the share of the table's residuals, either sign at even odds, within it is q
-        within = (normal.cdf(size[0] - shift) + normal.cdf(size[0] + shift)) / 2
-        assert within == pytest.approx(0.9, abs=0.005)
 
 
 def test_the_distance_is_counted_in_widths_of_the_trained_range() -> None:
@@ -631,6 +578,7 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(
     _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model.calibration import (
         predictive_inflation,
+        residual_quantiles,
         table_scale,
         widened,
     )
@@ -656,7 +604,7 @@ def test_a_context_from_elsewhere_learns_its_band_from_its_own_runs(
     assert s > 1
     source = _answering(model, band)
     env = str(ctx["environment"])
-    lo, hi = _symmetric(source, 2, ns, env, observed=[2, 4])
+    lo, hi = residual_quantiles(source, 2, 0.9, ns, env, observed=[2, 4])
     prior = table_scale(source, 1, env) * s
     m, r = tuned.check_count, tuned.check_rms
     # (the prior's two pseudo-residuals count 1/s² as much: it is the tables' error extrapolated)
@@ -683,6 +631,7 @@ def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase, monkeypatch: 
     _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
     from airflow_provider_bellamy.model.calibration import (
         predictive_inflation,
+        residual_quantiles,
         table_scale,
         widened,
     )
@@ -706,7 +655,7 @@ def test_a_far_contexts_own_runs_dominate_its_band(sort: SortCase, monkeypatch: 
     narrowed = math.sqrt((2 / s**2 * prior**2 + m * r**2) / ((2 / s**2 + m) * prior**2))
     weighted_as_inside = math.sqrt((2 * prior**2 + m * r**2) / ((2 + m) * prior**2))
     assert narrowed < 0.6 * weighted_as_inside
-    lo, hi = _symmetric(_answering(model, band), 4, ns, str(ctx["environment"]), [2, 4, 6, 8])
+    lo, hi = residual_quantiles(_answering(model, band), 4, 0.9, ns, str(ctx["environment"]), [2, 4, 6, 8])
     inflation = predictive_inflation(2 / s**2 + m, 0.9)
     np.testing.assert_allclose(
         np.log(band.upper / band.mean), np.maximum(widened(lo, hi, s)[1] * narrowed * inflation, 0)
