@@ -13,7 +13,7 @@ import numpy as np
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.model import inference
-from airflow_provider_bellamy.model.band import Band, compose_band
+from airflow_provider_bellamy.model.band import Band, band_sources, compose_band
 from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     Calibration,
@@ -394,7 +394,7 @@ class RuntimeModel:
                 extrapolation=replace(
                     extrapolation_tables,
                     # the model's own out-of-fold contexts' distance, for its tables standing in
-                    # where no kind held out enough contexts (_band_sources)
+                    # where no kind held out enough contexts (band.band_sources)
                     own_held_out_distance=typical_distance(
                         [d for fold in folds for d in fold_distances(ordered, fold)]
                     ),
@@ -440,7 +440,7 @@ class RuntimeModel:
             return model.finetune(context_runs)
         h0 = self._base_h(ctx)  # [M, N_BASIS]
         ext = signals(self.metadata["domain"], ctx)
-        outside = self._band_sources(ext)[2]
+        outside = band_sources(self, ext)[2]
         ns = frame["scale_out"].to_numpy()
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
         fit = fit_context(
