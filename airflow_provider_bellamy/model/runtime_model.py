@@ -177,7 +177,7 @@ class RuntimeModel:
         return 0 if self.tuned is None else self.tuned.points
 
     @property
-    def observedscale_out_array(self) -> tuple[int, ...]:
+    def observed_scale_outs(self) -> tuple[int, ...]:
         return () if self.tuned is None else self.tuned.observed_scale_outs
 
     @property
