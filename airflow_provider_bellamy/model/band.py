@@ -237,11 +237,11 @@ def past_edge_offsets(
     """The log offsets past the edges of the scale-outs the context's curve is known at, grown
     with the distance past the edge (docs/model.md, "Past the edges")."""
     edges = past.edges
-    # Past the edges the band's offsets grow with the distance past the edge: by the convention, widths of the
-    # known range (as a number's beyond its trained range: ``OutOfRange.widths``) × half the
-    # band's log width, and, where enough of the job's training runs lay past the edges of
-    # their own scale-outs, by how far the same guesses missed them per octave (``edge_misses``,
-    # per side and direction), in quadrature (docs/model.md, "Past the edges")
+    # The offsets grow with the distance past the edge: by the convention, widths of the known
+    # range (as a number's beyond its trained range: ``OutOfRange.widths``) × half the band's log
+    # width, and, where enough of the job's training runs lay past the edges of their own
+    # scale-outs, by how far the same guesses missed them per octave (``edge_misses``, per side
+    # and direction), in quadrature
     grow_lo, grow_hi = np.zeros(len(ns)), np.zeros(len(ns))
     span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
     tables = model._edge_table(job)
