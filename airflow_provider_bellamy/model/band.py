@@ -164,348 +164,6 @@ def compose_band(
     )
 
 
-def table_offsets(
-    model: RuntimeModel,
-    sources: list[tuple[Calibration, DistanceWidening]],
-    ext: Extrapolation,
-    k: int,
-    honoured: float,
-    ns: np.ndarray,
-    environment: str | None,
-    observed: Sequence[int],
-    tuned: bool,
-    outside: bool,
-    job: str,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The band's lower and upper log offsets from the calibrations that answer (``band_sources``):
-    each source's ``quantiles``, grown with the context's distance where it lies ``outside`` the
-    training data; the widest bound of them per side."""
-    bounds = []
-    for cal, widening in sources:
-        scale = widening.factor(ext.distance_scale, k) if outside else 1.0
-        weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
-        bounds.append(
-            quantiles(
-                model,
-                cal,
-                k,
-                honoured,
-                ns,
-                environment,
-                observed,
-                tuned,
-                scale,
-                outside,
-                weighed,
-                job_type=job,
-                guess=widening.untuned_only,
-                settles=widening.settles,
-            )
-        )
-    # the widest bound of the calibrations that answer
-    lo_q = np.minimum.reduce([lo for lo, _ in bounds])
-    hi_q = np.maximum.reduce([hi for _, hi in bounds])
-    return lo_q, hi_q
-
-
-def unpaired_scale_outs(ns: np.ndarray, observed: Sequence[int], outside: bool) -> np.ndarray:
-    """Where the band spans both the network's curve and the blended one (before the edges'
-    own guesses, ``past_edge_offsets``): where the context's runs never compared the two."""
-    # Below the smallest observed scale-out the runs never compared the two curves (the
-    # parametric share was earned on the observed range), and that is where memory cliffs
-    # live: the network learned them from training contexts that had them, Ernest's four
-    # terms cannot bend to them. The band spans both curves there. Outside the training data
-    # it does above the largest too: there neither curve's shape beyond the runs was learned
-    # from contexts like this one (Bell's sgd ran 20-37 % under the blend at 36-60 nodes,
-    # its runs at <= 32), so the blend's share, earned inside the runs, is one guess of two.
-    # (Inside, the network's shape there was learned from contexts like it: unchanged.)
-    spanned = ns < min(observed, default=0)
-    if outside:
-        spanned |= ns > max(observed, default=math.inf)
-    return spanned
-
-
-def past_edge_offsets(
-    model: RuntimeModel,
-    job: str,
-    past: Continuation,
-    ns: np.ndarray,
-    lo_q: np.ndarray,
-    hi_q: np.ndarray,
-    honoured: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The log offsets past the edges of the scale-outs the context's curve is known at, grown
-    with the distance past the edge (docs/model.md, "Past the edges")."""
-    edges = past.edges
-    # The offsets grow with the distance past the edge: by the convention, widths of the known
-    # range (as a number's beyond its trained range: ``OutOfRange.widths``) × half the band's log
-    # width, and, where enough of the job's training runs lay past the edges of their own
-    # scale-outs, by how far the same guesses missed them per octave (``edge_misses``, per side
-    # and direction), in quadrature
-    grow_lo, grow_hi = np.zeros(len(ns)), np.zeros(len(ns))
-    span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
-    tables = model._edge_table(job)
-    for side, there in ((0, past.below), (1, past.beyond)):
-        if not there.any():
-            continue
-        # (how far past the edge, as a ratio of scale-outs > 1 on either side)
-        ratio = np.where(there, ns, 1) / edges[1] if side else edges[0] / np.where(there, ns, 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            widths = np.log10(ratio) / span * (hi_q - lo_q) / 2
-        convention = np.where(there, widths, 0.0)
-        table = tables[side]
-        if table is None:
-            grow_lo, grow_hi = grow_lo + convention, grow_hi + convention
-            continue
-        octaves = np.where(there, np.log2(ratio), 0.0)
-        # The convention stands for the error of the model's own curve up to the edge,
-        # growing with the distance (the offset, measured inside the range, plus it: as
-        # before); the table for what the guesses miss past an edge of a curve known
-        # exactly up to it. Errors of different sources: in quadrature.
-        for offset, table_misses, grow in (
-            (-lo_q, table.lower, grow_lo),
-            (hi_q, table.upper, grow_hi),
-        ):
-            level = np.maximum(np.where(np.isfinite(offset), offset, 0.0), 0.0)
-            shape = edge_growth(table_misses, table.octaves, octaves, honoured)
-            grow += np.where(there, np.hypot(level + convention, shape) - level, 0.0)
-    return lo_q - grow_lo, hi_q + grow_hi
-
-
-def spanned_curves(
-    model: RuntimeModel,
-    ctx: dict[str, str | float],
-    ext: Extrapolation,
-    ns: np.ndarray,
-    mean: np.ndarray,
-    network: np.ndarray,
-    spanned: np.ndarray,
-    past: Continuation | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The lowest and the highest of the curves the band spans, in log seconds: the prediction;
-    where ``spanned``, the network's curve too; past the edges, the edges' guesses."""
-    low = np.where(spanned, np.minimum(mean, network), mean)
-    high = np.where(spanned, np.maximum(mean, network), mean)
-    if past is not None:
-        # a third guess there: the curve keeping the rate it falls at over the octave at the
-        # edge (a power law), which a job still far from its serial part follows further than
-        # Amdahl's curve does (C3O's grep at 10-12 nodes, fitted on 2-8: the band's lower bound
-        # held 83-87 % of its runs with the two); below the edge also the model's own curve, which
-        # the prediction lies halfway to
-        guesses = list(past.guesses)
-        if past.beyond.any():
-            # beyond the largest, one more: Ernest's four terms fitted over the whole known
-            # range, whose overhead terms (log n, n) may rise where every other guess flattens
-            # or falls (a job whose coordination cost grows with the cluster; docs/model.md)
-            whole = np.geomspace(*past.edges, OVERHEAD_POINTS)
-            at_whole = model._model_log_curves(ctx, whole, ext)[1]
-            if np.isfinite(at_whole).all():
-                guesses.append(np.where(past.beyond, overhead_log_runtime(ns, whole, at_whole), np.nan))
-        for guess in guesses:
-            there = np.isfinite(guess)
-            low = np.where(there, np.minimum(low, guess), low)
-            high = np.where(there, np.maximum(high, guess), high)
-    return low, high
-
-
-def missing_widening(
-    model: RuntimeModel,
-    job: str,
-    ext: Extrapolation,
-    honoured: float,
-    low: np.ndarray,
-    high: np.ndarray,
-    lo_q: np.ndarray,
-    hi_q: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    described: str,
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """(lower, upper, what the band rests on) of an untuned context from outside that lacks a
-    property, widened by how far the model misses its job's training contexts without it."""
-    # A property the context lacks is read as unknown. Before its first run the band
-    # widens by how far the model's curve lies from its job's training contexts once the
-    # same properties are taken from them (Bell's pagerank, recorded without pages,
-    # links and convergence_criterion: C3O's pagerank runs lay up to 1.7 in log above the
-    # curve without them); added in quadrature (another source of error than the tables'
-    # distance) and on both sides (only its size carries over: with the sign of a context's
-    # shift unknown, each side holds q of the contexts where |error| has its 2q - 1
-    # quantile). Its runs then set the level.
-    errors = missing_errors(model, job, ext.missing)
-    if len(errors):
-        s = float(np.quantile(errors, max(2 * honoured - 1, 0.0)))
-        hi_q = np.sqrt(np.maximum(hi_q, 0.0) ** 2 + s**2)
-        lo_q = -np.sqrt(np.minimum(lo_q, 0.0) ** 2 + s**2)
-        lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
-        described += (
-            f"; before its first run widened by the job's training contexts without "
-            f"{', '.join(ext.missing)} ({len(errors)} runtimes, ×{math.exp(s):.3g})"
-        )
-    return lower, upper, described
-
-
-def at_runs_narrowing(
-    model: RuntimeModel,
-    ctx: dict[str, str | float],
-    ext: Extrapolation,
-    ns: np.ndarray,
-    honoured: float,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    described: str,
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """(lower, upper, what the band rests on) of a tuned context from outside, narrowed at the
-    scale-outs it ran at to the run-to-run noise of its runs there (``at_runs``)."""
-    # At a scale-out the context has run at, the next run misses its runs there by its
-    # noise, not by a shape: the check and the distance widen the band for how a curve
-    # from elsewhere bends between its runs, which at a run says nothing (C3O
-    # leave-machine-type-out: 99 % of the other runs there inside, the band as wide as far
-    # from them). Where the runs' band is narrower it answers, per side (docs/model.md,
-    # "At the scale-outs a context ran at").
-    elsewhere = bool(ext.environments) or ext.job_type_unseen or "environment" in ext.missing
-    at_lo, at_hi = at_runs(model, ctx, ns, honoured, elsewhere)
-    with np.errstate(over="ignore", invalid="ignore"):
-        at_lower, at_upper = np.exp(at_lo), np.exp(at_hi)
-        # where the two bands do not overlap they disagree on where the next run lies: the
-        # intersection would be empty (lower above upper), so the band from before answers
-        use = np.isfinite(at_lo) & (at_lower <= upper) & (at_upper >= lower)
-        narrowed = use & ((at_lower > lower) | (at_upper < upper))
-        lower = np.where(use, np.maximum(lower, at_lower), lower)
-        upper = np.where(use, np.minimum(upper, at_upper), upper)
-    if narrowed.any():
-        described += "; at the scale-outs it ran at, the run-to-run noise of its runs there"
-    return lower, upper, described
-
-
-def _check_factor(prior: float, weight: float, count: int, rms: float) -> float:
-    """The band's scale from a context's own checks: the posterior of its error scale (scaled
-    inverse χ², ``weight`` pseudo-residuals at ``prior``) over the prior."""
-    return math.sqrt((weight * prior**2 + count * rms**2) / ((weight + count) * prior**2))
-
-
-def own_miss(model: RuntimeModel, ctx: dict[str, str | float]) -> tuple[float, float]:
-    """How far the tuned prediction lies above the lowest and below the highest of the
-    context's own runs, in log units (0 where it meets them): its runs' residuals from the
-    uncorrected curve less what the residual correction moved it by."""
-    ran = np.array([n for n, _ in model.run_residuals], dtype=np.int64)
-    if not len(ran):
-        return 0.0, 0.0
-    uncorrected = model._log_curves(ctx, ran, corrected=False)[1]
-    miss = np.array([r for _, r in model.run_residuals]) + uncorrected - model._log_curves(ctx, ran)[1]
-    return max(0.0, -float(miss.min())), max(0.0, float(miss.max()))
-
-
-def at_runs(
-    model: RuntimeModel,
-    ctx: dict[str, str | float],
-    ns: np.ndarray,
-    confidence: float,
-    elsewhere: bool = False,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per scale-out, the log bounds of the next run where the context has run (NaN elsewhere):
-    the mean of its m runs there ± Student's t quantile × the noise × √(1 + 1/m). The noise: the
-    training data's run-to-run spread (``noise_sd``, measured on its repeats) as the prior, with
-    ``PRIOR_CHECKS`` pseudo-residuals, updated by the context's own repeats (their squared
-    deviations from their scale-out's mean, m − 1 degrees of freedom each): a cluster of its own
-    may be noisier, and its repeats say so."""
-    lo, hi = np.full(len(ns), np.nan), np.full(len(ns), np.nan)
-    ran = np.array([n for n, _ in model.run_residuals], dtype=np.int64)
-    if not len(ran) or confidence <= 0.5:
-        return lo, hi
-    # the runs' log runtimes: residuals from the uncorrected curve (``finetune``) plus it; a run
-    # doubted as a straggler counts at its weighted residual, nearer the curve (one slow run at a
-    # scale-out would otherwise centre the band on itself)
-    log_y = np.array([r for _, r in model.run_residuals]) + model._log_curves(ctx, ran, corrected=False)[1]
-    squares, dof = 0.0, 0
-    for n in np.unique(ran):
-        y = log_y[ran == n]
-        squares, dof = squares + float(np.sum((y - y.mean()) ** 2)), dof + len(y) - 1
-    if elsewhere and not dof:
-        # the training data's noise was measured on other clusters: one of its own may be
-        # several times noisier (Bell's pagerank on its yarn cluster: 0.19 against C3O's 0.03 to
-        # 0.06), and only its own repeats can say so
-        return lo, hi
-    prior = float(model.calibration.noise_sd)
-    # On another cluster the training data's noise is a floor, not evidence: its repeats alone
-    # say how noisy it is, with their own degrees of freedom (the demo's loopback cluster under
-    # load: grep's two runs at 3 executors 28.1 and 30.0 s, then 32.3 s, out of a band that
-    # counted C3O's noise as two more repeats; docs/model.md, "At the scale-outs a context ran at").
-    weight = 0.0 if elsewhere else PRIOR_CHECKS
-    # (its repeats may show more noise than the training data's, never less: a few runs that
-    # agree, to the second they are rounded to, say little of a tail of stragglers)
-    sd = max(math.sqrt((weight * prior**2 + squares) / (weight + dof)), prior)
-    t = student_t_quantile(confidence, weight + dof)
-    for i, n in enumerate(ns):
-        y = log_y[ran == n]
-        if len(y):
-            half = t * sd * math.sqrt(1 + 1 / len(y))
-            lo[i], hi[i] = y.mean() - half, y.mean() + half
-    return lo, hi
-
-
-def guess_profile(model: RuntimeModel, ns: np.ndarray, observed: Sequence[int]) -> np.ndarray:
-    """The uncalibrated Gaussian of a tuned context, per scale-out, over its untuned size (≤ 1).
-
-    Untuned, the guess (``gaussian_sd``: run noise and twice the default prior width) stands for
-    the error of a curve with nothing to anchor it. Once the context's runs have re-fitted its
-    level, what is left of that error is the shape's, and a shape's error grows with the
-    distance from the runs it was fitted to: the run noise and the guess times the log
-    distance over the trained scale-outs' log span (the whole guess from one end of them to
-    the other; within NEAR_FACTOR of a run, as far as that bucket reaches). C3O
-    leave-machine-type-out, two training contexts, one width for all scale-outs: its 90 % upper
-    bound held 99-100 % of the runs within 1.5 × of a run and 60-100 % of those farther out."""
-    grid = [float(n) for n in (model.metadata.get("curves") or {}).get("scale_outs", [])]
-    span = math.log(max(grid) / min(grid)) if len(grid) > 1 and min(grid) > 0 else 0.0
-    if span <= 0:
-        return np.ones(len(ns))
-    noise = float(model.calibration.noise_sd)
-    shape = 2 * DEFAULT_PRIOR_SD
-    # (within NEAR_FACTOR of a run as far as the near bucket reaches: the tables' convention,
-    # far_scale; at a run's own scale-out the tuned curve still misses its runs by its misfit)
-    near_unit = math.log(NEAR_FACTOR)
-    reach = np.minimum(far_scale(log_distance(np.asarray(ns), np.asarray(observed))) * near_unit / span, 1.0)
-    profile = np.hypot(noise, shape * reach) / math.hypot(noise, shape)
-    # the training data's smallest scale-outs keep the whole guess, as the tables keep a bucket
-    # of their own there: memory cliffs, which no distance from the runs describes
-    return np.where(np.asarray(ns) <= model._smallest_max, 1.0, profile)
-
-
-def check_profile(model: RuntimeModel, observed: Sequence[int]) -> float:
-    """The guess's profile where the context's leave-one-scale-out checks were measured (each
-    run from the others: at its distance from the nearest other scale-out), RMS: the prior's
-    scale there, so that the checks rescale the guess in its own units."""
-    distinct = np.array(sorted(set(observed)), dtype=np.float64)
-    if len(distinct) < 2:
-        return 1.0
-    at = [guess_profile(model, np.array([n]), [m for m in distinct if m != n])[0] for n in distinct]
-    return float(np.sqrt(np.mean(np.square(at))))
-
-
-def missing_errors(model: RuntimeModel, job_type: str, missing: tuple[str, ...]) -> np.ndarray:
-    """|log residual| of the job's training contexts' mean runtimes (``metadata["curves"]``)
-    against this model's untuned prediction for them without the ``missing`` properties."""
-    key = (job_type, missing)
-    if key not in model._missing_cache:
-        curves = model.metadata.get("curves") or {}
-        grid = [int(n) for n in curves.get("scale_outs", [])]
-        errors: list[float] = []
-        for entry in curves.get("contexts", []):
-            ctx = entry["context"]
-            if ctx.get("job_type") != job_type or not all(p in ctx for p in missing):
-                continue
-            observed = [(n, v) for n, v in zip(grid, entry["log_runtime"], strict=True) if v is not None]
-            if not observed:
-                continue
-            without = model._normalise({k: v for k, v in ctx.items() if k not in missing})
-            ns = [n for n, _ in observed]
-            _, mean = model._log_curves(
-                without, scale_out_array(ns), signals(model.metadata["domain"], without)
-            )
-            errors.extend(abs(v - m) for (_, v), m in zip(observed, mean, strict=True))
-        model._missing_cache[key] = np.array(errors)
-    return model._missing_cache[key]
-
-
 def band_sources(
     model: RuntimeModel, ext: Extrapolation
 ) -> tuple[list[tuple[Calibration, DistanceWidening]], str, bool]:
@@ -586,6 +244,50 @@ def band_sources(
         "uncalibrated: too few contexts to hold out whole",
         True,
     )
+
+
+def table_offsets(
+    model: RuntimeModel,
+    sources: list[tuple[Calibration, DistanceWidening]],
+    ext: Extrapolation,
+    k: int,
+    honoured: float,
+    ns: np.ndarray,
+    environment: str | None,
+    observed: Sequence[int],
+    tuned: bool,
+    outside: bool,
+    job: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The band's lower and upper log offsets from the calibrations that answer (``band_sources``):
+    each source's ``quantiles``, grown with the context's distance where it lies ``outside`` the
+    training data; the widest bound of them per side."""
+    bounds = []
+    for cal, widening in sources:
+        scale = widening.factor(ext.distance_scale, k) if outside else 1.0
+        weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
+        bounds.append(
+            quantiles(
+                model,
+                cal,
+                k,
+                honoured,
+                ns,
+                environment,
+                observed,
+                tuned,
+                scale,
+                outside,
+                weighed,
+                job_type=job,
+                guess=widening.untuned_only,
+                settles=widening.settles,
+            )
+        )
+    # the widest bound of the calibrations that answer
+    lo_q = np.minimum.reduce([lo for lo, _ in bounds])
+    hi_q = np.maximum.reduce([hi for _, hi in bounds])
+    return lo_q, hi_q
 
 
 def quantiles(
@@ -708,3 +410,301 @@ def check_scale(
         repeated = [n for n in observed if ran.count(n) > 1]
         scale = np.where(np.isin(ns, repeated), factor, max(shape, factor))
     return scale
+
+
+def _check_factor(prior: float, weight: float, count: int, rms: float) -> float:
+    """The band's scale from a context's own checks: the posterior of its error scale (scaled
+    inverse χ², ``weight`` pseudo-residuals at ``prior``) over the prior."""
+    return math.sqrt((weight * prior**2 + count * rms**2) / ((weight + count) * prior**2))
+
+
+def guess_profile(model: RuntimeModel, ns: np.ndarray, observed: Sequence[int]) -> np.ndarray:
+    """The uncalibrated Gaussian of a tuned context, per scale-out, over its untuned size (≤ 1).
+
+    Untuned, the guess (``gaussian_sd``: run noise and twice the default prior width) stands for
+    the error of a curve with nothing to anchor it. Once the context's runs have re-fitted its
+    level, what is left of that error is the shape's, and a shape's error grows with the
+    distance from the runs it was fitted to: the run noise and the guess times the log
+    distance over the trained scale-outs' log span (the whole guess from one end of them to
+    the other; within NEAR_FACTOR of a run, as far as that bucket reaches). C3O
+    leave-machine-type-out, two training contexts, one width for all scale-outs: its 90 % upper
+    bound held 99-100 % of the runs within 1.5 × of a run and 60-100 % of those farther out."""
+    grid = [float(n) for n in (model.metadata.get("curves") or {}).get("scale_outs", [])]
+    span = math.log(max(grid) / min(grid)) if len(grid) > 1 and min(grid) > 0 else 0.0
+    if span <= 0:
+        return np.ones(len(ns))
+    noise = float(model.calibration.noise_sd)
+    shape = 2 * DEFAULT_PRIOR_SD
+    # (within NEAR_FACTOR of a run as far as the near bucket reaches: the tables' convention,
+    # far_scale; at a run's own scale-out the tuned curve still misses its runs by its misfit)
+    near_unit = math.log(NEAR_FACTOR)
+    reach = np.minimum(far_scale(log_distance(np.asarray(ns), np.asarray(observed))) * near_unit / span, 1.0)
+    profile = np.hypot(noise, shape * reach) / math.hypot(noise, shape)
+    # the training data's smallest scale-outs keep the whole guess, as the tables keep a bucket
+    # of their own there: memory cliffs, which no distance from the runs describes
+    return np.where(np.asarray(ns) <= model._smallest_max, 1.0, profile)
+
+
+def check_profile(model: RuntimeModel, observed: Sequence[int]) -> float:
+    """The guess's profile where the context's leave-one-scale-out checks were measured (each
+    run from the others: at its distance from the nearest other scale-out), RMS: the prior's
+    scale there, so that the checks rescale the guess in its own units."""
+    distinct = np.array(sorted(set(observed)), dtype=np.float64)
+    if len(distinct) < 2:
+        return 1.0
+    at = [guess_profile(model, np.array([n]), [m for m in distinct if m != n])[0] for n in distinct]
+    return float(np.sqrt(np.mean(np.square(at))))
+
+
+def unpaired_scale_outs(ns: np.ndarray, observed: Sequence[int], outside: bool) -> np.ndarray:
+    """Where the band spans both the network's curve and the blended one (before the edges'
+    own guesses, ``past_edge_offsets``): where the context's runs never compared the two."""
+    # Below the smallest observed scale-out the runs never compared the two curves (the
+    # parametric share was earned on the observed range), and that is where memory cliffs
+    # live: the network learned them from training contexts that had them, Ernest's four
+    # terms cannot bend to them. The band spans both curves there. Outside the training data
+    # it does above the largest too: there neither curve's shape beyond the runs was learned
+    # from contexts like this one (Bell's sgd ran 20-37 % under the blend at 36-60 nodes,
+    # its runs at <= 32), so the blend's share, earned inside the runs, is one guess of two.
+    # (Inside, the network's shape there was learned from contexts like it: unchanged.)
+    spanned = ns < min(observed, default=0)
+    if outside:
+        spanned |= ns > max(observed, default=math.inf)
+    return spanned
+
+
+def past_edge_offsets(
+    model: RuntimeModel,
+    job: str,
+    past: Continuation,
+    ns: np.ndarray,
+    lo_q: np.ndarray,
+    hi_q: np.ndarray,
+    honoured: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The log offsets past the edges of the scale-outs the context's curve is known at, grown
+    with the distance past the edge (docs/model.md, "Past the edges")."""
+    edges = past.edges
+    # The offsets grow with the distance past the edge: by the convention, widths of the known
+    # range (as a number's beyond its trained range: ``OutOfRange.widths``) × half the band's log
+    # width, and, where enough of the job's training runs lay past the edges of their own
+    # scale-outs, by how far the same guesses missed them per octave (``edge_misses``, per side
+    # and direction), in quadrature
+    grow_lo, grow_hi = np.zeros(len(ns)), np.zeros(len(ns))
+    span = max(math.log10(edges[1] / edges[0]), MIN_SPAN_DECADES)
+    tables = model._edge_table(job)
+    for side, there in ((0, past.below), (1, past.beyond)):
+        if not there.any():
+            continue
+        # (how far past the edge, as a ratio of scale-outs > 1 on either side)
+        ratio = np.where(there, ns, 1) / edges[1] if side else edges[0] / np.where(there, ns, 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            widths = np.log10(ratio) / span * (hi_q - lo_q) / 2
+        convention = np.where(there, widths, 0.0)
+        table = tables[side]
+        if table is None:
+            grow_lo, grow_hi = grow_lo + convention, grow_hi + convention
+            continue
+        octaves = np.where(there, np.log2(ratio), 0.0)
+        # The convention stands for the error of the model's own curve up to the edge,
+        # growing with the distance (the offset, measured inside the range, plus it: as
+        # before); the table for what the guesses miss past an edge of a curve known
+        # exactly up to it. Errors of different sources: in quadrature.
+        for offset, table_misses, grow in (
+            (-lo_q, table.lower, grow_lo),
+            (hi_q, table.upper, grow_hi),
+        ):
+            level = np.maximum(np.where(np.isfinite(offset), offset, 0.0), 0.0)
+            shape = edge_growth(table_misses, table.octaves, octaves, honoured)
+            grow += np.where(there, np.hypot(level + convention, shape) - level, 0.0)
+    return lo_q - grow_lo, hi_q + grow_hi
+
+
+def spanned_curves(
+    model: RuntimeModel,
+    ctx: dict[str, str | float],
+    ext: Extrapolation,
+    ns: np.ndarray,
+    mean: np.ndarray,
+    network: np.ndarray,
+    spanned: np.ndarray,
+    past: Continuation | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The lowest and the highest of the curves the band spans, in log seconds: the prediction;
+    where ``spanned``, the network's curve too; past the edges, the edges' guesses."""
+    low = np.where(spanned, np.minimum(mean, network), mean)
+    high = np.where(spanned, np.maximum(mean, network), mean)
+    if past is not None:
+        # a third guess there: the curve keeping the rate it falls at over the octave at the
+        # edge (a power law), which a job still far from its serial part follows further than
+        # Amdahl's curve does (C3O's grep at 10-12 nodes, fitted on 2-8: the band's lower bound
+        # held 83-87 % of its runs with the two); below the edge also the model's own curve, which
+        # the prediction lies halfway to
+        guesses = list(past.guesses)
+        if past.beyond.any():
+            # beyond the largest, one more: Ernest's four terms fitted over the whole known
+            # range, whose overhead terms (log n, n) may rise where every other guess flattens
+            # or falls (a job whose coordination cost grows with the cluster; docs/model.md)
+            whole = np.geomspace(*past.edges, OVERHEAD_POINTS)
+            at_whole = model._model_log_curves(ctx, whole, ext)[1]
+            if np.isfinite(at_whole).all():
+                guesses.append(np.where(past.beyond, overhead_log_runtime(ns, whole, at_whole), np.nan))
+        for guess in guesses:
+            there = np.isfinite(guess)
+            low = np.where(there, np.minimum(low, guess), low)
+            high = np.where(there, np.maximum(high, guess), high)
+    return low, high
+
+
+def own_miss(model: RuntimeModel, ctx: dict[str, str | float]) -> tuple[float, float]:
+    """How far the tuned prediction lies above the lowest and below the highest of the
+    context's own runs, in log units (0 where it meets them): its runs' residuals from the
+    uncorrected curve less what the residual correction moved it by."""
+    ran = np.array([n for n, _ in model.run_residuals], dtype=np.int64)
+    if not len(ran):
+        return 0.0, 0.0
+    uncorrected = model._log_curves(ctx, ran, corrected=False)[1]
+    miss = np.array([r for _, r in model.run_residuals]) + uncorrected - model._log_curves(ctx, ran)[1]
+    return max(0.0, -float(miss.min())), max(0.0, float(miss.max()))
+
+
+def missing_widening(
+    model: RuntimeModel,
+    job: str,
+    ext: Extrapolation,
+    honoured: float,
+    low: np.ndarray,
+    high: np.ndarray,
+    lo_q: np.ndarray,
+    hi_q: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    described: str,
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(lower, upper, what the band rests on) of an untuned context from outside that lacks a
+    property, widened by how far the model misses its job's training contexts without it."""
+    # A property the context lacks is read as unknown. Before its first run the band
+    # widens by how far the model's curve lies from its job's training contexts once the
+    # same properties are taken from them (Bell's pagerank, recorded without pages,
+    # links and convergence_criterion: C3O's pagerank runs lay up to 1.7 in log above the
+    # curve without them); added in quadrature (another source of error than the tables'
+    # distance) and on both sides (only its size carries over: with the sign of a context's
+    # shift unknown, each side holds q of the contexts where |error| has its 2q - 1
+    # quantile). Its runs then set the level.
+    errors = missing_errors(model, job, ext.missing)
+    if len(errors):
+        s = float(np.quantile(errors, max(2 * honoured - 1, 0.0)))
+        hi_q = np.sqrt(np.maximum(hi_q, 0.0) ** 2 + s**2)
+        lo_q = -np.sqrt(np.minimum(lo_q, 0.0) ** 2 + s**2)
+        lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
+        described += (
+            f"; before its first run widened by the job's training contexts without "
+            f"{', '.join(ext.missing)} ({len(errors)} runtimes, ×{math.exp(s):.3g})"
+        )
+    return lower, upper, described
+
+
+def missing_errors(model: RuntimeModel, job_type: str, missing: tuple[str, ...]) -> np.ndarray:
+    """|log residual| of the job's training contexts' mean runtimes (``metadata["curves"]``)
+    against this model's untuned prediction for them without the ``missing`` properties."""
+    key = (job_type, missing)
+    if key not in model._missing_cache:
+        curves = model.metadata.get("curves") or {}
+        grid = [int(n) for n in curves.get("scale_outs", [])]
+        errors: list[float] = []
+        for entry in curves.get("contexts", []):
+            ctx = entry["context"]
+            if ctx.get("job_type") != job_type or not all(p in ctx for p in missing):
+                continue
+            observed = [(n, v) for n, v in zip(grid, entry["log_runtime"], strict=True) if v is not None]
+            if not observed:
+                continue
+            without = model._normalise({k: v for k, v in ctx.items() if k not in missing})
+            ns = [n for n, _ in observed]
+            _, mean = model._log_curves(
+                without, scale_out_array(ns), signals(model.metadata["domain"], without)
+            )
+            errors.extend(abs(v - m) for (_, v), m in zip(observed, mean, strict=True))
+        model._missing_cache[key] = np.array(errors)
+    return model._missing_cache[key]
+
+
+def at_runs_narrowing(
+    model: RuntimeModel,
+    ctx: dict[str, str | float],
+    ext: Extrapolation,
+    ns: np.ndarray,
+    honoured: float,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    described: str,
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """(lower, upper, what the band rests on) of a tuned context from outside, narrowed at the
+    scale-outs it ran at to the run-to-run noise of its runs there (``at_runs``)."""
+    # At a scale-out the context has run at, the next run misses its runs there by its
+    # noise, not by a shape: the check and the distance widen the band for how a curve
+    # from elsewhere bends between its runs, which at a run says nothing (C3O
+    # leave-machine-type-out: 99 % of the other runs there inside, the band as wide as far
+    # from them). Where the runs' band is narrower it answers, per side (docs/model.md,
+    # "At the scale-outs a context ran at").
+    elsewhere = bool(ext.environments) or ext.job_type_unseen or "environment" in ext.missing
+    at_lo, at_hi = at_runs(model, ctx, ns, honoured, elsewhere)
+    with np.errstate(over="ignore", invalid="ignore"):
+        at_lower, at_upper = np.exp(at_lo), np.exp(at_hi)
+        # where the two bands do not overlap they disagree on where the next run lies: the
+        # intersection would be empty (lower above upper), so the band from before answers
+        use = np.isfinite(at_lo) & (at_lower <= upper) & (at_upper >= lower)
+        narrowed = use & ((at_lower > lower) | (at_upper < upper))
+        lower = np.where(use, np.maximum(lower, at_lower), lower)
+        upper = np.where(use, np.minimum(upper, at_upper), upper)
+    if narrowed.any():
+        described += "; at the scale-outs it ran at, the run-to-run noise of its runs there"
+    return lower, upper, described
+
+
+def at_runs(
+    model: RuntimeModel,
+    ctx: dict[str, str | float],
+    ns: np.ndarray,
+    confidence: float,
+    elsewhere: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per scale-out, the log bounds of the next run where the context has run (NaN elsewhere):
+    the mean of its m runs there ± Student's t quantile × the noise × √(1 + 1/m). The noise: the
+    training data's run-to-run spread (``noise_sd``, measured on its repeats) as the prior, with
+    ``PRIOR_CHECKS`` pseudo-residuals, updated by the context's own repeats (their squared
+    deviations from their scale-out's mean, m − 1 degrees of freedom each): a cluster of its own
+    may be noisier, and its repeats say so."""
+    lo, hi = np.full(len(ns), np.nan), np.full(len(ns), np.nan)
+    ran = np.array([n for n, _ in model.run_residuals], dtype=np.int64)
+    if not len(ran) or confidence <= 0.5:
+        return lo, hi
+    # the runs' log runtimes: residuals from the uncorrected curve (``finetune``) plus it; a run
+    # doubted as a straggler counts at its weighted residual, nearer the curve (one slow run at a
+    # scale-out would otherwise centre the band on itself)
+    log_y = np.array([r for _, r in model.run_residuals]) + model._log_curves(ctx, ran, corrected=False)[1]
+    squares, dof = 0.0, 0
+    for n in np.unique(ran):
+        y = log_y[ran == n]
+        squares, dof = squares + float(np.sum((y - y.mean()) ** 2)), dof + len(y) - 1
+    if elsewhere and not dof:
+        # the training data's noise was measured on other clusters: one of its own may be
+        # several times noisier (Bell's pagerank on its yarn cluster: 0.19 against C3O's 0.03 to
+        # 0.06), and only its own repeats can say so
+        return lo, hi
+    prior = float(model.calibration.noise_sd)
+    # On another cluster the training data's noise is a floor, not evidence: its repeats alone
+    # say how noisy it is, with their own degrees of freedom (the demo's loopback cluster under
+    # load: grep's two runs at 3 executors 28.1 and 30.0 s, then 32.3 s, out of a band that
+    # counted C3O's noise as two more repeats; docs/model.md, "At the scale-outs a context ran at").
+    weight = 0.0 if elsewhere else PRIOR_CHECKS
+    # (its repeats may show more noise than the training data's, never less: a few runs that
+    # agree, to the second they are rounded to, say little of a tail of stragglers)
+    sd = max(math.sqrt((weight * prior**2 + squares) / (weight + dof)), prior)
+    t = student_t_quantile(confidence, weight + dof)
+    for i, n in enumerate(ns):
+        y = log_y[ran == n]
+        if len(y):
+            half = t * sd * math.sqrt(1 + 1 / len(y))
+            lo[i], hi[i] = y.mean() - half, y.mean() + half
+    return lo, hi
