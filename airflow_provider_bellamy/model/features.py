@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, UnknownJobTypeError
-from airflow_provider_bellamy.records import normalize_context
+from airflow_provider_bellamy.records import normalize_context, validate_scale_out_list
 
 PROPERTY_DIM = 40
 _STRING_SLOTS = PROPERTY_DIM - 2
@@ -311,3 +311,8 @@ def context_of(job_type: str, record: Mapping[str, object]) -> dict[str, str | f
         if isinstance(top, float) and isinstance(bottom, float) and bottom > 0:
             ctx[name] = top / bottom
     return ctx
+
+
+def scale_out_array(values: Sequence[int]) -> np.ndarray:
+    """Validated scale-outs (``validate_scale_out_list``) as an int64 array."""
+    return np.array(validate_scale_out_list(values), dtype=np.int64)

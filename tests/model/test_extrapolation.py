@@ -14,6 +14,16 @@ import pytest
 from airflow_provider_bellamy.benchmarks.common import with_context_ids
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import RuntimeModel
+from airflow_provider_bellamy.model import band as band_steps
+from airflow_provider_bellamy.model.band import (
+    PRIOR_CHECKS,
+    at_runs,
+    band_sources,
+    check_profile,
+    guess_profile,
+    missing_errors,
+    quantiles,
+)
 from airflow_provider_bellamy.model.calibration import Calibration
 from airflow_provider_bellamy.model.extrapolation import held_out_folds, signals, training_domain
 from tests.model.conftest import FAST
@@ -296,17 +306,18 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check(monkeypatch: p
     weight = 2 / d**2
     # above the smallest scale-outs the guess is its part the runs leave (_guess_profile), and the
     # checks rescale it in the units of where they were measured (its profile there, RMS)
-    profile = tuned._guess_profile(np.array([8, 10]), tuned.observed_scale_outs)
-    at_checks = sd * tuned._check_profile(tuned.observed_scale_outs)
+    profile = guess_profile(tuned, np.array([8, 10]), tuned.observed_scale_outs)
+    at_checks = sd * check_profile(tuned, tuned.observed_scale_outs)
     expected = (
         z * sd * profile * math.sqrt((weight * at_checks**2 + m * r**2) / ((weight + m) * at_checks**2))
     )
     expected *= predictive_inflation(weight + m, 0.9)
     # the Gaussian's own bound is that posterior exactly
-    sources, _, _ = tuned._band_sources(band.extrapolation)
+    sources, _, _ = band_sources(tuned, band.extrapolation)
     cal, widening = sources[-1]
     assert widening.untuned_only
-    _, hi = tuned._quantiles(
+    _, hi = quantiles(
+        tuned,
         cal,
         m,
         0.9,
@@ -330,9 +341,9 @@ def test_an_uncalibrated_band_narrows_with_the_contexts_own_check(monkeypatch: p
     assert np.all(half < np.log(untuned.upper / untuned.mean))
     assert np.all(half >= expected - 1e-9)
     # at 8 and 10, where it ran, the narrower of that and its runs' noise
-    at_runs = tuned.band(ctx, [8, 10], 0.9)
-    noise_hi = np.exp(tuned._at_runs(tuned._normalise(ctx), np.array([8, 10]), 0.9)[1])
-    np.testing.assert_allclose(at_runs.upper, np.maximum(np.minimum(band.upper, noise_hi), band.mean))
+    ran_at = tuned.band(ctx, [8, 10], 0.9)
+    noise_hi = np.exp(at_runs(tuned, tuned._normalise(ctx), np.array([8, 10]), 0.9)[1])
+    np.testing.assert_allclose(ran_at.upper, np.maximum(np.minimum(band.upper, noise_hi), band.mean))
 
 
 @pytest.fixture(scope="module")
@@ -358,7 +369,7 @@ def test_the_uncalibrated_guess_grows_with_the_distance_from_the_contexts_runs(
     span = math.log(12 / 2)  # C3O's trained scale-outs, 2 to 12
     assert model.metadata["curves"]["scale_outs"][0] == 2 and model.metadata["curves"]["scale_outs"][-1] == 12
     assert model._smallest_max == 3
-    profile = model._guess_profile(np.array([2, 3, 6, 8, 10, 12, 40]), [6])
+    profile = guess_profile(model, np.array([2, 3, 6, 8, 10, 12, 40]), [6])
     # the smallest bucket, and beyond the span: the whole guess
     assert profile[0] == 1.0 and profile[1] == 1.0 and profile[-1] == 1.0
     near = math.hypot(noise, 2 * DEFAULT_PRIOR_SD * math.log(NEAR_FACTOR) / span)
@@ -366,8 +377,8 @@ def test_the_uncalibrated_guess_grows_with_the_distance_from_the_contexts_runs(
     assert profile[3] < profile[4] < profile[5] < 1.0  # 8 (near), 10 (1.7 ×), 12 (2 ×) from 6
     # checks of runs at 4, 6 and 12, each predicted from the others: 4 and 6 at each other's near
     # edge, 12 at 2 × from 6
-    at_checks = model._check_profile([4, 6, 12])
-    each = [model._guess_profile(np.array([n]), [m for m in (4, 6, 12) if m != n])[0] for n in (4, 6, 12)]
+    at_checks = check_profile(model, [4, 6, 12])
+    each = [guess_profile(model, np.array([n]), [m for m in (4, 6, 12) if m != n])[0] for n in (4, 6, 12)]
     assert (
         each[0] == each[1] == pytest.approx(near / math.hypot(noise, 2 * DEFAULT_PRIOR_SD))
         and each[2] > each[0]
@@ -425,7 +436,7 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
 
     def own_source(tuned: RuntimeModel) -> tuple[Any, Any, Any]:
         ext = signals(tuned.metadata["domain"], tuned._normalise(ctx))
-        sources, described, outside = tuned._band_sources(ext)
+        sources, described, outside = band_sources(tuned, ext)
         assert described.startswith("uncalibrated") and outside
         calibration, widening = sources[0]
         assert calibration.tables is not None and widening.settles
@@ -435,8 +446,8 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
     calibration, widening, ext = own_source(model)
     factor = widening.factor(ext.distance_scale, 0)
     assert factor > 1.5
-    lo_0, hi_0 = model._quantiles(
-        calibration, 0, 0.9, ns, env, (), False, factor, True, factor, job_type="grep", settles=True
+    lo_0, hi_0 = quantiles(
+        model, calibration, 0, 0.9, ns, env, (), False, factor, True, factor, job_type="grep", settles=True
     )
     raw = residual_quantiles(calibration, 0, 0.9, ns, env, job_type="grep")
     np.testing.assert_allclose(hi_0, widened(*raw, factor)[1])
@@ -450,9 +461,9 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
         assert factor > 1.5 and far == factor
         observed = tuned.observed_scale_outs
         args = (calibration, k, 0.9, ns, env, observed, True)
-        settled = tuned._quantiles(*args, factor, True, far, job_type="grep", settles=True)
-        before = tuned._quantiles(*args, factor, True, far, job_type="grep")
-        as_measured = tuned._quantiles(*args, 1.0, True, far, job_type="grep")
+        settled = quantiles(tuned, *args, factor, True, far, job_type="grep", settles=True)
+        before = quantiles(tuned, *args, factor, True, far, job_type="grep")
+        as_measured = quantiles(tuned, *args, 1.0, True, far, job_type="grep")
         for side in (0, 1):
             # the smallest scale-outs as before; above them the tables as measured, and narrower
             np.testing.assert_allclose(settled[side][small], before[side][small])
@@ -854,7 +865,6 @@ def test_a_far_context_with_few_checks_keeps_the_uncertainty_of_its_scale(
     73-85 % of their runs). Inside the training data the band is the tables' (bit for bit, tested
     above)."""
     _without_the_runs_band(monkeypatch)  # the shape's band (at its runs: their noise, tested below)
-    from airflow_provider_bellamy.model import runtime_model
     from airflow_provider_bellamy.model.calibration import predictive_inflation
 
     model = sort.model
@@ -869,7 +879,7 @@ def test_a_far_context_with_few_checks_keeps_the_uncertainty_of_its_scale(
     assert tuned.check_count == 2 and s > 2
     dof = 2 / s**2 + 2
     # what the band would be with the scale taken as known: the plug-in posterior alone
-    monkeypatch.setattr(runtime_model, "predictive_inflation", lambda dof, confidence: 1.0)
+    monkeypatch.setattr(band_steps, "predictive_inflation", lambda dof, confidence: 1.0)
     known = tuned.band(ctx, ns, 0.9)
     ratio = np.log(band.upper / band.mean) / np.log(known.upper / known.mean)
     np.testing.assert_allclose(ratio, predictive_inflation(dof, 0.9), rtol=1e-9)
@@ -1006,7 +1016,7 @@ def test_a_context_lacking_a_property_no_held_out_context_lacked_gets_the_uncali
     assert np.all(np.log(band.upper / band.mean) >= half - 1e-9)
     assert np.all(np.log(band.mean / band.lower) >= half - 1e-9)
     # the machine-type tables answer still (the widest bound wins): never narrower than they are
-    sources, _, _ = model._band_sources(ext)
+    sources, _, _ = band_sources(model, ext)
     assert sources[0][0].tables is model.calibration.extrapolation.tables["categorical"]
 
 
@@ -1036,13 +1046,14 @@ def test_held_out_contexts_that_lacked_a_property_or_ran_elsewhere_calibrate_tha
     band = model.band(ctx, [2, 4, 8], 0.9)
     assert "held-out contexts showing the same signal (environment, missing)" in band.calibrated_for
     assert "uncalibrated" not in band.calibrated_for
-    sources, _, _ = model._band_sources(ext)
+    sources, _, _ = band_sources(model, ext)
     answering = [c.tables for c, _ in sources]
     assert any(t is extrapolation.tables["missing"] for t in answering)
     assert any(t is extrapolation.tables["environment"] for t in answering)
     # the widest bound of the sources: at least the missing-property tables' own band
     for cal, widening in sources:
-        lo, hi = model._quantiles(
+        lo, hi = quantiles(
+            model,
             cal,
             0,
             0.9,
@@ -1067,7 +1078,7 @@ def test_before_its_first_run_a_context_lacking_a_property_is_as_uncertain_as_it
     model = sort.model
     ctx = sort.test.iloc[0].to_dict()
     lacking = {k: v for k, v in ctx.items() if k != "lines"}
-    errors = model._missing_errors("sort", ("lines",))
+    errors = missing_errors(model, "sort", ("lines",))
     assert len(errors) > 0
     s = float(np.quantile(errors, 0.8))  # 2q - 1: the sign of its shift is unknown
     band = model.band(lacking, [2, 4, 8], 0.9)
@@ -1082,10 +1093,10 @@ def test_before_its_first_run_a_context_lacking_a_property_is_as_uncertain_as_it
 
 
 def _without_the_runs_band(monkeypatch: pytest.MonkeyPatch) -> None:
-    def nothing(self: RuntimeModel, ctx: Any, ns: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
+    def nothing(model: RuntimeModel, ctx: Any, ns: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
         return np.full(len(ns), np.nan), np.full(len(ns), np.nan)
 
-    monkeypatch.setattr(RuntimeModel, "_at_runs", nothing)
+    monkeypatch.setattr(band_steps, "at_runs", nothing)
 
 
 def _two_runs_falling_faster_than_the_network(sort: SortCase) -> pd.DataFrame:
@@ -1107,7 +1118,6 @@ def test_at_a_scale_out_a_context_from_elsewhere_ran_at_its_band_is_its_noise(
     PRIOR_CHECKS pseudo-residuals, for the difference of two runs), not by the shape the checks and
     the distance widen the band for; at every other scale-out the band is as before, bit for bit."""
     from airflow_provider_bellamy.model.calibration import student_t_quantile
-    from airflow_provider_bellamy.model.runtime_model import PRIOR_CHECKS
 
     model = sort.model
     pair = _two_runs_falling_faster_than_the_network(sort)
@@ -1149,13 +1159,13 @@ def test_the_runs_band_never_empties_the_band_where_the_two_disagree(
         _without_the_runs_band(m)
         before = tuned.band(ctx, ns, 0.9)
 
-    def disjoint(self: RuntimeModel, ctx: Any, ns: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
+    def disjoint(model: RuntimeModel, ctx: Any, ns: np.ndarray, *args: Any) -> tuple[np.ndarray, np.ndarray]:
         # at 4 far above the band from before, at 8 inside it
         lo = np.log(np.array([before.upper[0] * 10, before.mean[1] * 0.99]))
         hi = np.log(np.array([before.upper[0] * 11, before.mean[1] * 1.01]))
         return lo, hi
 
-    monkeypatch.setattr(RuntimeModel, "_at_runs", disjoint)
+    monkeypatch.setattr(band_steps, "at_runs", disjoint)
     band = tuned.band(ctx, ns, 0.9)
     assert band.lower[0] == before.lower[0] and band.upper[0] == before.upper[0]
     assert band.upper[1] / band.lower[1] < before.upper[1] / before.lower[1]

@@ -11,6 +11,7 @@ import airflow_provider_bellamy.model.runtime_model as runtime_model
 from airflow_provider_bellamy.benchmarks.common import with_context_ids
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import RuntimeModel
+from airflow_provider_bellamy.model.band import own_miss
 from airflow_provider_bellamy.model.finetuning import (
     combine_nearest,
     nearest_curve,
@@ -315,7 +316,7 @@ def test_runs_at_one_scale_out_of_an_unseen_machine_type_are_met_by_the_whole_bl
         assert float(tuned.predict(ctx, [n])[0]) == pytest.approx(observed, rel=1e-9)
         network_misses.append(abs(network - np.log(observed)))
         # nor does the band add a miss at its own run
-        assert tuned._own_miss(normalised) == pytest.approx((0.0, 0.0), abs=1e-9)
+        assert own_miss(tuned, normalised) == pytest.approx((0.0, 0.0), abs=1e-9)
     # the network alone does miss (or the test would say nothing)
     assert max(network_misses) > 0.02
     points = runs[runs["scale_out"].isin([4, 10])].drop_duplicates("scale_out")
