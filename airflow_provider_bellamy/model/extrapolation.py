@@ -267,7 +267,7 @@ def never_varied(domain: Mapping[str, Any] | None, ext: Extrapolation) -> tuple[
     return tuple(sorted(out))
 
 
-# What the band's reason calls a signal no held-out context showed (_band_sources).
+# What the band's reason calls a signal no held-out context showed (band.band_sources).
 SIGNAL_WORDS = {
     "missing": lambda ext: f"a context lacking {', '.join(ext.missing)}",
     "environment": lambda ext: f"a job known only from {', '.join(ext.environments)}",
@@ -286,11 +286,11 @@ class DistanceWidening:
     it, or it counts twice (C3O leave-machine-type-out: held-out machine types at distance 2-3,
     a 90 % band covering 97-99.6 %). The uncalibrated Gaussian measured nothing: the distance
     widens it only before the context has runs (``untuned_only``); from its first run on, its own
-    check updates it (``RuntimeModel._quantiles``), weighing the Gaussian as a prior that far out
+    check updates it (``band.quantiles``), weighing the Gaussian as a prior that far out
     (``prior_distance``). ``scaled`` False: a source the distance does
     not widen (the Gaussian beside tables that account for it). ``settles``: the model's own
     tables where too few contexts could be held out whole widen only until the context's first
-    run, except at the training data's smallest scale-outs (``RuntimeModel._quantiles``): the
+    run, except at the training data's smallest scale-outs (``band.quantiles``): the
     distance measures how far off the level is, and the runs re-fit the level (C3O
     leave-machine-type-out above 3 nodes: the untuned |log error| grows with the distance, corr.
     0.56 for sgd, median 0.49 at 3.5-6; tuned on 1-3 runs it does not, median 0.03-0.06 at every
@@ -310,7 +310,7 @@ class DistanceWidening:
 
     def prior_distance(self, distance_scale: float, k: int) -> float:
         """How far out the context lies when its own checks weigh against the source's scale
-        (``RuntimeModel._quantiles``: the prior counts PRIOR_CHECKS / distance² pseudo-residuals).
+        (``band.quantiles``: the prior counts PRIOR_CHECKS / distance² pseudo-residuals).
         A table: as far as it widens. The uncalibrated Gaussian, from the first run on: the whole
         distance. It no longer widens there (its sd is a guess for any distance), but it is no
         better a guess than a table extrapolated that far: at full weight its 2 pseudo-residuals

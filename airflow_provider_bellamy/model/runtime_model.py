@@ -452,7 +452,7 @@ class RuntimeModel:
             noise_sd=self._likelihood_sd,
             learned_cov=self._prior_covariance(),
             # a context from outside the training data is checked at every scale-out it ran at
-            # (see _quantiles): the training data's cliffs at its smallest scale-outs are not its
+            # (see band.quantiles): the training data's cliffs at its smallest scale-outs are not its
             check_above=0.0 if outside else self._smallest_max,
             correction=self._correction,
             # a value the model never saw: the context comes from elsewhere (see finetuning)
