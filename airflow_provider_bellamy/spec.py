@@ -243,7 +243,7 @@ def parse_properties(value: Any, field: str = "properties", where: str | None = 
     return dict(value)
 
 
-def parse_argument_list(value: Any, field: str = "application_args", where: str | None = None) -> list[str]:
+def parse_argument_list(value: Any, field: str = "application_args", where: str | None = None) -> list[Any]:
     """A launched program's arguments: a list (or tuple), or a list's text as a template renders it.
     One string is refused, never split: arguments are passed as a list, never through a shell."""
     problem = "must be a list of arguments (one string is never split into arguments)"
@@ -254,7 +254,8 @@ def parse_argument_list(value: Any, field: str = "application_args", where: str 
         value = _rendered_literal(text, field, problem, where) if text[:1] in "[(" else text
     if not isinstance(value, (list, tuple)):
         raise InvalidInputError(field, value, problem, where=where)
-    return [str(item) for item in value]
+    # an item still to be rendered (a template, an XCom reference) is left for rendering
+    return [item if is_template(item) else str(item) for item in value]
 
 
 def parse_mapping(value: Any, field: str, where: str | None = None) -> dict[str, Any]:
