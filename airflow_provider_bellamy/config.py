@@ -2,8 +2,8 @@
 
 .. code-block:: yaml
 
-    defaults:                    # optional; merged under every job
-      framework: spark
+    defaults:                    # optional; merged under every job (properties, spark:
+      framework: spark           # and flink: key by key, the job's own keys winning)
       confidence: 0.9
     jobs:
       daily_grep:                # the job's name (used by from_config)
@@ -181,11 +181,34 @@ def _operator_arguments(
     return dict(block)
 
 
+# Settings that are mappings of independent keys: a job's block adds to the defaults' block key by
+# key (its own keys winning), so a job naming its application keeps the defaults' connection and
+# a job giving its data size keeps the defaults' machine type. ``scale_out`` is not one: a job's
+# range replaces the defaults' whole.
+_MERGED_KEYS: frozenset[str] = frozenset({"properties", "spark", "flink"})
+
+
+def _merged(under: Any, over: Any) -> Any:
+    """``over`` laid over ``under``, mappings key by key (``conf`` inside an operator block too);
+    an empty YAML block (``spark:`` alone, None) leaves the defaults' block as it is."""
+    if over is None and isinstance(under, Mapping):
+        return under
+    if not isinstance(under, Mapping) or not isinstance(over, Mapping):
+        return over
+    return {**under, **{key: _merged(under.get(key), value) for key, value in over.items()}}
+
+
 def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) -> JobConfig:
     p = f"jobs.{name}"
     if not isinstance(raw, Mapping):
         raise InvalidInputError(p, raw, "must be a mapping of settings", where=where)
-    data = {**defaults, **raw}
+    data = {
+        **defaults,
+        **{
+            key: _merged(defaults.get(key), value) if key in _MERGED_KEYS else value
+            for key, value in raw.items()
+        },
+    }
     _refuse_unknown_keys(data, JOB_KEYS, p, where)
     if data.get("framework") is None:
         raise InvalidInputError(f"{p}.framework", None, "is required (spark or flink)", where=where)

@@ -243,6 +243,32 @@ def parse_properties(value: Any, field: str = "properties", where: str | None = 
     return dict(value)
 
 
+def parse_argument_list(value: Any, field: str = "application_args", where: str | None = None) -> list[Any]:
+    """A launched program's arguments: a list (or tuple), or a list's text as a template renders it.
+    One string is refused, never split: arguments are passed as a list, never through a shell."""
+    problem = "must be a list of arguments (one string is never split into arguments)"
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        value = _rendered_literal(text, field, problem, where) if text[:1] in "[(" else text
+    if not isinstance(value, (list, tuple)):
+        raise InvalidInputError(field, value, problem, where=where)
+    # an item still to be rendered (a template, an XCom reference) is left for rendering
+    return [item if is_template(item) else str(item) for item in value]
+
+
+def parse_mapping(value: Any, field: str, where: str | None = None) -> dict[str, Any]:
+    """Settings such as an operator's ``conf``: a mapping, or its text as a template renders it."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = _rendered_literal(value.strip(), field, "must be a mapping (or its text)", where)
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(field, value, "must be a mapping", where=where)
+    return dict(value)
+
+
 def parse_job_type(value: Any, field: str = "job_type", where: str | None = None) -> str:
     """A job type's name (records' one rule: ``all`` is reserved for the model of every job type)."""
     return validate_job_type(value, where, field=field)

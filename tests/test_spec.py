@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.spec import SIZING_ARGUMENTS, SizingSpec, parse_duration
+from airflow_provider_bellamy.spec import (
+    SIZING_ARGUMENTS,
+    SizingSpec,
+    parse_argument_list,
+    parse_duration,
+    parse_mapping,
+)
 
 BASE: dict[str, Any] = {"job_type": "grep", "scale_outs": [1, 2, 4]}
 DEADLINE = "2026-11-23T06:00:00+00:00"
@@ -215,3 +221,25 @@ def test_ambiguous_or_negative_duration_text_is_refused_naming_it(text: str, pro
         parse_duration(text, "target")
     assert err.value.field == "target" and err.value.value == text
     assert problem in str(err.value)
+
+
+class _Reference:
+    """Stands for an XCom reference (``task.output``): what ``is_template`` knows it by."""
+
+    def iter_references(self) -> list[Any]:
+        return []
+
+
+def test_argument_lists_and_mappings_as_given_and_as_rendered() -> None:
+    ref = _Reference()
+    assert parse_argument_list(["--lines", 400, ref]) == ["--lines", "400", ref]  # ref: rendered later
+    assert parse_argument_list("['--lines', '400']") == ["--lines", "400"]  # a list as Jinja renders it
+    assert parse_argument_list(None) == []
+    for bad in ("--lines 400", "[--lines, 400", {"a": 1}, 3):
+        with pytest.raises(InvalidInputError, match=r"application_args=.*must be a list of arguments"):
+            parse_argument_list(bad)
+    assert parse_mapping("{'a': 1}", "conf") == {"a": 1} == parse_mapping('{"a": 1}', "conf")
+    assert parse_mapping(None, "conf") == {}
+    for bad in ("a=1", "[1, 2]", "__import__('os')"):
+        with pytest.raises(InvalidInputError, match="conf="):
+            parse_mapping(bad, "conf")

@@ -39,6 +39,7 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
+from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_mapping
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -113,8 +114,11 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         if deferrable and not wait_for_completion:
             raise InvalidInputError("deferrable", deferrable, "needs wait_for_completion=True")
         self.application = application
-        self.application_args = list(application_args or [])
-        self.conf = dict(conf or {})
+        # a template (one string, or an XCom reference) is read once rendered, in execute
+        self.application_args = (
+            application_args if is_template(application_args) else parse_argument_list(application_args)
+        )
+        self.conf = conf if is_template(conf) else parse_mapping(conf, "conf")
         self.entry_class = entry_class
         self.flink_conn_id = flink_conn_id
         self.wait_for_completion = wait_for_completion
@@ -160,6 +164,9 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         application = str(self.application)
         if not os.path.isfile(application):
             raise InvalidInputError("application", application, "no such file")
+        # as rendered (text, without render_template_as_native_obj): before anything is stored
+        application_args = parse_argument_list(self.application_args)
+        conf = parse_mapping(self.conf, "conf")
         # Reachability first: a dead JobManager must fail the task before sizing stores a decision.
         free, total = hook.free_slots()
         previous, job_id = self._previous_job(hook, context)
@@ -191,8 +198,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         submitted = hook.submit(
             application,
             parallelism,
-            application_args=[str(a) for a in self.application_args],
-            conf=self.conf,
+            application_args=application_args,
+            conf=conf,
             entry_class=self.entry_class,
             job_id=job_id,
             timeout_s=self.submit_timeout_s,

@@ -38,6 +38,7 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
+from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_mapping
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -160,6 +161,10 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 )
         if isinstance(executor_cores, bool) or not isinstance(executor_cores, int) or executor_cores < 1:
             raise InvalidInputError("executor_cores", executor_cores, "must be an integer >= 1")
+        # a literal list / mapping is checked now; one template for the whole is read once rendered
+        for name, parse in (("application_args", parse_argument_list), ("conf", parse_mapping)):
+            if kwargs.get(name) is not None and not is_template(kwargs[name]):
+                kwargs[name] = parse(kwargs[name], name)
         kwargs.setdefault("name", f"bellamy-{kwargs.get('job_type')}")
         super().__init__(executor_cores=executor_cores, **kwargs)
         self.executor_cores_per_executor = executor_cores
@@ -170,6 +175,15 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         self.wait_for_completion = wait_for_completion
 
     # -- execution ---------------------------------------------------------------
+
+    def _read_rendered_arguments(self) -> None:
+        """``conf`` and ``application_args`` as rendered, before anything is sized or stored: one
+        template for the whole mapping or list renders text (without
+        ``render_template_as_native_obj``), read back here; one argument string is refused, never
+        split into characters."""
+        self.conf = parse_mapping(self.conf, "conf")
+        if self.application_args is not None:
+            self.application_args = parse_argument_list(self.application_args)
 
     def _get_hook(self) -> BellamySparkSubmitHook:
         return BellamySparkSubmitHook.adopt(super()._get_hook())
@@ -200,6 +214,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         Returns (decision, target, façade or None, executor settings, masked command);
         ``bellamy benchmark overhead`` times exactly this in a fresh process.
         """
+        self._read_rendered_arguments()
         decision, target, facade = self.size_for_launch(context)
         settings = self._apply_size(int(decision.chosen_scale_out))
         hook = self._hook
@@ -281,6 +296,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         return decision, facade, settings, False
 
     def execute(self, context: Context) -> dict[str, Any] | None:
+        self._read_rendered_arguments()
         if not self.wait_for_completion:
             return self._submit_detached(context)
         decision, facade, settings, reattached = self._launch(context)

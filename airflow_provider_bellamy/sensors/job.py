@@ -28,6 +28,8 @@ from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUn
 from airflow_provider_bellamy.hooks.job import JobStatusHook
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
+from airflow_provider_bellamy.records import validate_scale_out
+from airflow_provider_bellamy.spec import is_template, parse_properties
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -70,8 +72,8 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         flink_conn_id: str = "flink_default",
         submit_task_id: str | None = None,
         job_type: str | None = None,
-        properties: Mapping[str, Any] | None = None,
-        scale_out: int | None = None,
+        properties: Mapping[str, Any] | str | None = None,
+        scale_out: int | str | None = None,
         decision_id: int | None = None,
         record: bool = True,
         bellamy_conn_id: str = "bellamy_default",
@@ -89,14 +91,17 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
             raise InvalidInputError("endpoint", None, f"kind={self.kind} needs the REST endpoint URL")
         if endpoint is not None and "{{" not in endpoint:
             validate_endpoint(endpoint)
-        if scale_out is not None and (isinstance(scale_out, bool) or int(scale_out) < 1):
-            raise InvalidInputError("scale_out", scale_out, "must be an integer >= 1")
+        if scale_out is not None:
+            scale_out = validate_scale_out(scale_out)  # "4" is 4; "four" is refused, named
+        if properties is not None and not is_template(properties):
+            # checked now so a broken DAG fails at parse time; a template is parsed once rendered
+            properties = parse_properties(properties)
         self.job_id = job_id
         self.endpoint = endpoint
         self.flink_conn_id = flink_conn_id
         self.submit_task_id = submit_task_id
         self.job_type = job_type
-        self.properties = dict(properties or {})
+        self.properties = properties if properties is not None else {}
         self.scale_out = scale_out
         self.decision_id = decision_id
         self.record = record
@@ -209,7 +214,10 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
             or decision.get("chosen_scale_out")
             or status.parallelism
         )
-        properties = self.properties or submitted.get("properties") or decision.get("context") or {}
+        # as rendered: a mapping, or its text when the DAG does not render native objects
+        properties = (
+            parse_properties(self.properties) or submitted.get("properties") or decision.get("context") or {}
+        )
         decision_id = self.decision_id or submitted.get("decision_id") or decision.get("decision_id")
         framework = "flink" if status.kind == "flink" else "spark"
         self.log.info(

@@ -139,3 +139,43 @@ def test_unparseable_yaml_and_missing_file(tmp_path: Path) -> None:
         load_pipeline_config(write(tmp_path, "jobs:\n  j: {framework: [\n"))
     with pytest.raises(InvalidInputError, match="no such pipeline config file"):
         load_pipeline_config(tmp_path / "absent.yaml")
+
+
+MERGED = """
+defaults:
+  framework: spark
+  properties: {environment: prod, machine_type: m5.xlarge}
+  spark: {conn_id: spark_prod, executor_memory: 4g, conf: {spark.eventLog.enabled: "true"}}
+jobs:
+  grep:
+    scale_out: [1, 2]
+    properties: {data_size_mb: 1024, machine_type: m5.2xlarge}
+    spark:
+      application: job.py
+      conf: {spark.sql.shuffle.partitions: "6"}
+  sort:
+    scale_out: [1, 2]
+    spark:
+"""
+
+
+def test_a_jobs_blocks_add_to_the_defaults_blocks_key_by_key(tmp_path: Path) -> None:
+    # A job naming its own application must not lose the defaults' connection (it would launch
+    # on spark_default, silently), nor its data size the defaults' machine type and environment.
+    (tmp_path / "job.py").write_text("print('grep')\n")
+    cfg = load_pipeline_config(write(tmp_path, MERGED))
+    grep = cfg.job("grep")
+    assert grep.properties == {"environment": "prod", "machine_type": "m5.2xlarge", "data_size_mb": 1024}
+    assert grep.spark == {
+        "conn_id": "spark_prod",
+        "executor_memory": "4g",
+        "application": str(tmp_path / "job.py"),
+        "conf": {"spark.eventLog.enabled": "true", "spark.sql.shuffle.partitions": "6"},
+    }
+    sort = cfg.job("sort")  # an empty block (None in YAML) keeps the defaults' block
+    assert sort.properties == {"environment": "prod", "machine_type": "m5.xlarge"}
+    assert sort.spark == {
+        "conn_id": "spark_prod",
+        "executor_memory": "4g",
+        "conf": {"spark.eventLog.enabled": "true"},
+    }

@@ -1,0 +1,74 @@
+"""BellamySparkSubmitOperator's templated ``conf`` and ``application_args`` as a DAG author writes
+them: one template for the whole mapping or list. Rendered as text (no
+``render_template_as_native_obj``), the conf was a bare ``ValueError`` after sizing had stored a
+decision for a launch that never happened, and the arguments the template's characters. Only
+the command is built here: what matters is what spark-submit would be given."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+from tests.fixtures.airflow import connection_json
+
+ARGS = ["--lines", "400", "--output", "/data/out dir"]
+CONF = {"spark.sql.shuffle.partitions": "6", "spark.eventLog.enabled": "true"}
+
+
+def _prepare(monkeypatch: pytest.MonkeyPatch, params: dict[str, Any]) -> list[str]:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", connection_json("spark", host="yarn"))
+    op = BellamySparkSubmitOperator(
+        task_id="grep",
+        job_type="grep",
+        conn_id="spark_yarn",
+        application="job.py",
+        application_args="{{ params.args }}",
+        conf="{{ params.conf }}",
+        scale_outs=[1, 2],
+        default_scale_out=2,
+        params=params,
+    )
+    ti = SimpleNamespace(dag_id="d", task_id="grep", run_id="manual__1", map_index=-1, try_number=1)
+    context: dict[str, Any] = {"ti": ti, "task": op, "params": params}
+    op.render_template_fields(context)  # no native rendering: the list and the mapping become text
+    assert isinstance(op.application_args, str) and isinstance(op.conf, str)
+    return op.prepare_launch(context)[-1]
+
+
+def test_a_templated_conf_and_argument_list_reach_spark_submit_as_rendered(
+    monkeypatch: pytest.MonkeyPatch, bellamy_store: Any
+) -> None:
+    command = _prepare(monkeypatch, {"args": ARGS, "conf": CONF})
+    assert "spark.sql.shuffle.partitions=6" in command and "spark.eventLog.enabled=true" in command
+    assert command[command.index("--num-executors") + 1] == "2"
+    # the masked command is split on spaces: the argument with a space in it reads as two
+    assert " ".join(command).endswith("job.py " + " ".join(ARGS))
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"args": "--lines 400", "conf": CONF}, "application_args"),  # one string: never split
+        ({"args": ARGS, "conf": "spark.sql.shuffle.partitions=6"}, "conf"),
+    ],
+)
+def test_a_rendered_value_of_the_wrong_shape_is_refused_before_sizing(
+    monkeypatch: pytest.MonkeyPatch, bellamy_store: Any, params: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(InvalidInputError) as err:
+        _prepare(monkeypatch, params)
+    assert err.value.field == field
+    assert bellamy_store.list_decisions() == []  # no decision for a launch that cannot happen
+
+
+def test_an_argument_string_is_refused_when_the_dag_is_parsed() -> None:
+    with pytest.raises(InvalidInputError, match=r"application_args='--lines 400': must be a list"):
+        BellamySparkSubmitOperator(
+            task_id="t", job_type="grep", scale_outs=[1], application_args="--lines 400"
+        )
+    with pytest.raises(InvalidInputError, match=r"conf=\['a'\]: must be a mapping"):
+        BellamySparkSubmitOperator(task_id="t", job_type="grep", scale_outs=[1], conf=["a"])
