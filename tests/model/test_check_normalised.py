@@ -46,11 +46,13 @@ def _coverage(calibration: Calibration, k: int, seed: int) -> tuple[float, float
     """Share of new contexts' runs above the lower / under the upper bound of the band the model
     gives: the k tables' offsets times its checks' factor (``RuntimeModel._quantiles``, inside)."""
     per_k, checks = _draws(2000, seed)
-    r, at, owner, _ = per_k[k]
+    r, at, _, _ = per_k[k]
     rms, count = checks[k]
     lo, hi = residual_quantiles(calibration, k, 0.9, at)
     prior = table_scale(calibration, k - 1)
-    factor = np.array([check_factor(prior, PRIOR_CHECKS, int(c), float(s)) for s, c in zip(rms, count)])
+    factor = np.array(
+        [check_factor(prior, PRIOR_CHECKS, int(c), float(s)) for s, c in zip(rms, count, strict=True)]
+    )
     return float(np.mean(r >= lo * factor)), float(np.mean(r <= hi * factor))
 
 
@@ -67,7 +69,9 @@ def test_the_tables_hold_residuals_over_their_contexts_check_factor() -> None:
     r, at, owner, distance = per_k[2]
     rms, count = checks[2]
     prior = table_scale(calibration, 1)
-    divisor = np.array([check_factor(prior, PRIOR_CHECKS, int(c), float(s)) for s, c in zip(rms, count)])
+    divisor = np.array(
+        [check_factor(prior, PRIOR_CHECKS, int(c), float(s)) for s, c in zip(rms, count, strict=True)]
+    )
     expected = _tables_per_k([(r / divisor, at, owner, distance)], [None] * 40, SMALL_MAX, 40)
     assert tables.per_k[2] == expected.per_k[0]
     assert tables.per_k[2] != raw.per_k[2]
