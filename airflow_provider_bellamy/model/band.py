@@ -20,10 +20,13 @@ from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     EXTRAPOLATION_KINDS,
     MAX_K,
+    MIN_CHECKS,
     NEAR_FACTOR,
+    PRIOR_CHECKS,
     SIGNAL_KINDS,
     Calibration,
     ExtrapolationTables,
+    check_factor,
     far_scale,
     log_distance,
     max_confidence,
@@ -54,12 +57,6 @@ from airflow_provider_bellamy.model.features import scale_out_array
 if TYPE_CHECKING:
     from airflow_provider_bellamy.model.runtime_model import RuntimeModel
 
-# Fewer leave-one-scale-out residuals than this say nothing about a context's error (one
-# residual cannot tell a bad curve from one noisy run): the table alone decides.
-MIN_CHECKS = 2
-# Weight of the calibration table's error scale against a context's own leave-one-scale-out
-# residuals, in residuals: weak, so a handful of a context's runs can overrule it both ways.
-PRIOR_CHECKS = 2.0
 # Fewer held-out contexts than this cannot say how far off a context from elsewhere is (two
 # training contexts, one per machine type, are each other's only out-of-distribution evidence).
 MIN_HELD_OUT_CONTEXTS = 5
@@ -382,7 +379,7 @@ def check_scale(
 ) -> np.ndarray:
     """Per scale-out, what the context's own checks multiply a band source's offsets by: the
     posterior of its error scale over ``prior`` (``weight`` pseudo-residuals at it)."""
-    factor = _check_factor(prior, weight, model.check_count, model.check_rms)
+    factor = check_factor(prior, weight, model.check_count, model.check_rms)
     # Outside, the prior counts little and a few checks set the scale: its quantile is
     # Student's t over weight + checks residuals, not the normal's of a known scale
     # (Bell, 2-4 checks: the lower bound held 73-85 % of the runs without this).
@@ -401,7 +398,7 @@ def check_scale(
         shape_rms = math.sqrt(max(model.check_count * model.check_rms**2 - squares, 0.0) / max(m, 1))
         distinct = len(observed)
         shape = (
-            _check_factor(prior, weight, distinct, shape_rms)
+            check_factor(prior, weight, distinct, shape_rms)
             * predictive_inflation(weight + distinct, confidence)
             if m and distinct >= MIN_CHECKS
             else 1.0
@@ -410,12 +407,6 @@ def check_scale(
         repeated = [n for n in observed if ran.count(n) > 1]
         scale = np.where(np.isin(ns, repeated), factor, max(shape, factor))
     return scale
-
-
-def _check_factor(prior: float, weight: float, count: int, rms: float) -> float:
-    """The band's scale from a context's own checks: the posterior of its error scale (scaled
-    inverse χ², ``weight`` pseudo-residuals at ``prior``) over the prior."""
-    return math.sqrt((weight * prior**2 + count * rms**2) / ((weight + count) * prior**2))
 
 
 def guess_profile(model: RuntimeModel, ns: np.ndarray, observed: Sequence[int]) -> np.ndarray:

@@ -69,6 +69,13 @@ _CALIBRATION_DRAWS = 4
 BUCKETS = ("smallest", "others", "near", "far")
 # The kinds of extrapolation the out-of-distribution pass measures (extrapolation.held_out_folds).
 EXTRAPOLATION_KINDS = ("categorical", "numeric")
+# A fine-tuned context's own leave-one-scale-out residuals (its "checks") rescale its band
+# (``RuntimeModel._quantiles``, ``check_factor``). Fewer than MIN_CHECKS say nothing about a
+# context's error (one residual cannot tell a bad curve from one noisy run): the table alone
+# decides. PRIOR_CHECKS: the weight of the tables' error scale against the checks, in residuals:
+# weak, so a handful of a context's runs can overrule it both ways.
+MIN_CHECKS = 2
+PRIOR_CHECKS = 2.0
 # Signals measured besides the groups' kinds: held-out contexts that lacked a property their
 # member's job always had, or whose job their member knew only from other environments
 # (extrapolation.signal_kinds; their tables in ExtrapolationTables.tables too).
@@ -427,6 +434,12 @@ class ExtrapolationTables:
         )
 
 
+def check_factor(prior: float, weight: float, count: int, rms: float) -> float:
+    """The band's scale from a context's own checks: the posterior of its error scale (scaled
+    inverse χ², ``weight`` pseudo-residuals at ``prior``) over the prior."""
+    return math.sqrt((weight * prior**2 + count * rms**2) / ((weight + count) * prior**2))
+
+
 def pick_points(scale_outs: np.ndarray, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Indices of one run at each of k distinct random scale-outs, and of the runs at the others."""
     distinct = np.unique(scale_outs)
@@ -539,6 +552,7 @@ def calibrate(
     run_ids = [np.flatnonzero(ctx_index == c) for c in ctx_ids]
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
     prior_of = OTHER_ENVIRONMENT_PRIOR if other_priors is None else np.asarray(other_priors)[ctx_ids]
+    small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
 
     def residuals(
         k: int,
@@ -549,15 +563,21 @@ def calibrate(
         heads: np.ndarray = h_all,
         gen: np.random.Generator = rng,
         robust: bool = True,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        check: tuple[float, float] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Out-of-fold log residuals at the test runs ([one row per residual correction] ×
-        runs), the scale-outs they were at, the index (into ``ctx_ids``) of their context and
+        runs), the scale-outs they were at, the index (into ``ctx_ids``) of their context,
         their log distance to the nearest picked scale-out (of ``heads``, points drawn by
-        ``gen``; ``robust``: ``fit_context``'s straggler weights)."""
+        ``gen``; ``robust``: ``fit_context``'s straggler weights) and, per residual, the RMS and
+        count of its context's checks (leave-one-scale-out residuals above the smallest
+        scale-outs, with ``check`` the residual correction (amplitude, length), as ``finetune``
+        measures them)."""
         out: list[np.ndarray] = []
         at: list[np.ndarray] = []
         owner: list[np.ndarray] = []
         distance: list[np.ndarray] = []
+        check_rms: list[np.ndarray] = []
+        check_count: list[np.ndarray] = []
         for _ in range(draws):
             picks, tests = [], []
             for runs in run_ids:
@@ -567,6 +587,7 @@ def calibrate(
             delta = np.zeros_like(heads)
             theta, share = np.zeros((len(heads), 4)), np.zeros(len(heads))
             run_weight = np.ones((len(heads), k))
+            rms, count = np.zeros(len(heads)), np.zeros(len(heads), dtype=np.int64)
             if k:
                 b, yy, w, ns = _padded(picks, basis, log_y, scale_out)
                 fit = fit_context(
@@ -579,9 +600,12 @@ def calibrate(
                     learned_cov=cov,
                     other_prior=prior_of,
                     robust=robust,
+                    check_above=small_max,
+                    correction=check,
                 )
                 delta, theta, share = fit.delta[:, 0], fit.theta, fit.parametric_weight
                 run_weight = fit.run_weight
+                rms, count = fit.check_rms, fit.check_count
             hh = heads + delta
             for i, t in enumerate(tests):
                 if len(t) == 0:
@@ -608,18 +632,24 @@ def calibrate(
                 at.append(scale_out[t])
                 owner.append(np.full(len(t), i))
                 distance.append(log_distance(scale_out[t], scale_out[p]))
+                check_rms.append(np.full(len(t), rms[i]))
+                check_count.append(np.full(len(t), count[i]))
         if not out:
             return (
                 np.zeros((len(corrections), 0)),
                 np.array([]),
                 np.array([], dtype=np.int64),
                 np.array([]),
+                np.array([]),
+                np.array([], dtype=np.int64),
             )
         return (
             np.concatenate(out, axis=1),
             np.concatenate(at),
             np.concatenate(owner),
             np.concatenate(distance),
+            np.concatenate(check_rms),
+            np.concatenate(check_count),
         )
 
     # Empirical Bayes prior: the corrections each out-of-fold context needs when all of
@@ -646,7 +676,6 @@ def calibrate(
     prior_scale, lik_sd = min(scores, key=lambda p: (scores[p], p))
     prior_cov = cov * prior_scale**2
     draws = 1 if deadline is not None and time.monotonic() > deadline else _CALIBRATION_DRAWS
-    small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
     # (the tables' heads draw the same points: their generator's copy, the model's one left as is)
     twin = copy.deepcopy(rng)
     # The settings are chosen with every run at full weight, the tables measure the straggler-
@@ -668,17 +697,16 @@ def calibrate(
         prior_scores={f"{p}/{lik:.4f}": v for (p, lik), v in scores.items()},
         residual_correction_scores={f"{a}/{ln}": e for (a, ln), e in zip(CORRECTIONS, errors, strict=True)},
     )
-    chosen = [
-        (rows[0], at, owner, d)
-        for rows, at, owner, d in (
-            residuals(k, prior_cov, lik_sd, draws, (CORRECTIONS[best],), h_tables_of, twin)
-            for k in range(MAX_K + 1)
-        )
+    # (the checks as fine-tuning measures them: with the chosen residual correction, if any)
+    check = (amplitude * lik_sd, length) if amplitude > 0 else None
+    measured = [
+        residuals(k, prior_cov, lik_sd, draws, (CORRECTIONS[best],), h_tables_of, twin, check=check)
+        for k in range(MAX_K + 1)
     ]
+    chosen = [(rows[0], at, owner, d) for rows, at, owner, d, _, _ in measured]
+    checks = [(rms, count) for *_, rms, count in measured]
     job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
-    tables = _tables_per_k(
-        chosen, env_of, small_max, len(ctx_ids), job_scales=job_scales(chosen, job_of, small_max)
-    )
+    tables = check_normalised_tables(chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd)
     return Calibration(noise_sd, fine_tuning, tables)
 
 
@@ -730,18 +758,19 @@ def _tables_per_k(
     n_contexts: int,
     divisor: np.ndarray | None = None,
     job_scales: Mapping[str, tuple[tuple[float, float], ...]] | None = None,
+    per_residual: Sequence[np.ndarray] | None = None,
 ) -> BandTables:
     """Per k (residuals, their scale-outs, owners, distances): pooled and per-environment
     bucket tables, their counts and the mean relative error; residuals divided by their owner's
-    ``divisor`` where given. ``job_scales``: kept with the tables for the band (``job_scale``)."""
+    ``divisor`` where given, and by their own (per k, per residual: ``per_residual``).
+    ``job_scales``: kept with the tables for the band (``job_scale``)."""
     pooled: list[QuantileTables] = []
     by_env: dict[str, list[QuantileTables]] = {}
     mre: list[float] = []
-    env_names = sorted(
-        e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS
-    )
-    for raw, at, owner, distance in per_k:
+    env_names = _environment_names(env_of)
+    for k, (raw, at, owner, distance) in enumerate(per_k):
         r = raw if divisor is None else raw / divisor[owner]
+        r = r if per_residual is None else r / per_residual[k]
         small = at <= small_max
         tables, counts = _bucket_tables(r, small, distance)
         pooled.append(QuantileTables.of(tables, counts))
@@ -757,6 +786,69 @@ def _tables_per_k(
         smallest_max_scale_out=small_max,
         validation_mre=tuple(mre),
         job_scales=dict(job_scales or {}),
+    )
+
+
+def _environment_names(env_of: Sequence[str | None]) -> list[str]:
+    """The environments with tables of their own (``MIN_ENVIRONMENT_CONTEXTS`` contexts or more)."""
+    return sorted(e for e, n in Counter(env_of).items() if e is not None and n >= MIN_ENVIRONMENT_CONTEXTS)
+
+
+def check_normalised_tables(
+    per_k: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    checks: Sequence[tuple[np.ndarray, np.ndarray]],
+    env_of: Sequence[str | None],
+    job_of: Sequence[str | None] | None,
+    small_max: float,
+    n_contexts: int,
+    noise_sd: float,
+) -> BandTables:
+    """``_tables_per_k`` (with ``job_scales``) of the residuals as the band will read them: a
+    fine-tuned context's band is its k tables' offsets times its checks' factor (``check_factor``
+    of the (k − 1) tables' scale, ``table_scale``, and its ``checks`` (RMS, count) per residual;
+    above the smallest scale-outs, from ``MIN_CHECKS`` on), so each residual there enters the k
+    tables divided by the factor its context's checks gave (normalised conformal scores). The
+    tables then measure the band the model gives, rescaling included: a table of raw residuals
+    covers q of them, but the factor narrows the band of a context whose checks happen to be small
+    and widens that of one whose checks are large (a straggler among its k runs lifts its whole
+    curve), and that pair of bands covered less, or more, than q (docs/model.md, session 24).
+    Built k by k: the factor at k reads the (k − 1) tables built before it, as the band does."""
+    gaussian = gaussian_sd(Calibration(noise_sd, FineTuning(1.0)))
+    names = set(_environment_names(env_of))
+    divisors: list[np.ndarray] = []
+    previous: BandTables | None = None
+    for (r, at, owner, distance), (rms, count) in zip(per_k, checks, strict=True):
+        divisor = np.ones(len(r))
+        if previous is not None:
+            # the prior each context's band would read: its environment's tables (or the pooled
+            # ones) of k − 1 points, times its job type's scales
+            prior = np.array(
+                [
+                    _spread(
+                        previous.environments[env_of[i]][0] if env_of[i] in names else previous.per_k[0],
+                        previous.job_scale(None if job_of is None else job_of[i], 0),
+                        gaussian,
+                    )
+                    for i in range(n_contexts)
+                ]
+            )
+            for j in np.flatnonzero((count >= MIN_CHECKS) & (at > small_max)):
+                p = float(prior[owner[j]])
+                if 0 < p < math.inf:
+                    divisor[j] = check_factor(p, PRIOR_CHECKS, int(count[j]), float(rms[j]))
+        divisors.append(divisor)
+        normed = [(r / divisor, at, owner, distance)]
+        previous = _tables_per_k(
+            normed, env_of, small_max, n_contexts, job_scales=job_scales(normed, job_of, small_max)
+        )
+    scores = [(r / div, at, owner, d) for (r, at, owner, d), div in zip(per_k, divisors, strict=True)]
+    return _tables_per_k(
+        per_k,
+        env_of,
+        small_max,
+        n_contexts,
+        job_scales=job_scales(scores, job_of, small_max),
+        per_residual=divisors,
     )
 
 
@@ -778,7 +870,11 @@ def _fixed_tables(
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
     per_k = [residuals(k, prior_cov, lik_sd, draws, correction) for k in range(MAX_K + 1)]
     return _tables_per_k(
-        [(rows[0], at, owner, d) for rows, at, owner, d in per_k], env_of, small_max, n_contexts, divisor
+        [(rows[0], at, owner, d) for rows, at, owner, d, _, _ in per_k],
+        env_of,
+        small_max,
+        n_contexts,
+        divisor,
     )
 
 
@@ -950,13 +1046,18 @@ def table_scale(
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
     half the distance between its 16th and 84th percentiles (times ``job_type``'s scale); without
     any table, the sd of the Gaussian band that answers then (``gaussian_sd``)."""
-    tables = _tables(calibration, k, environment).quantiles
-    if not tables:
-        return gaussian_sd(calibration)
-    table = tables.get("others")
+    job = (1.0, 1.0) if calibration.tables is None else calibration.tables.job_scale(job_type, k)
+    return _spread(_tables(calibration, k, environment), job, gaussian_sd(calibration))
+
+
+def _spread(tables: QuantileTables, job: tuple[float, float], gaussian: float) -> float:
+    """``table_scale`` of one k's tables: half the 16th-84th percentile distance of the "others"
+    bucket times ``job`` (per side); ``gaussian`` where there is no table, 0 without the bucket."""
+    if not tables.quantiles:
+        return gaussian
+    table = tables.quantiles.get("others")
     if not table:
         return 0.0
-    job = (1.0, 1.0) if calibration.tables is None else calibration.tables.job_scale(job_type, k)
     low, high = _by_side(np.interp([0.16, 0.84], QUANTILE_GRID, table), job)
     return float(high - low) / 2
 

@@ -16,7 +16,6 @@ from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.model import RuntimeModel
 from airflow_provider_bellamy.model import band as band_steps
 from airflow_provider_bellamy.model.band import (
-    PRIOR_CHECKS,
     at_runs,
     band_sources,
     check_profile,
@@ -24,7 +23,7 @@ from airflow_provider_bellamy.model.band import (
     missing_errors,
     quantiles,
 )
-from airflow_provider_bellamy.model.calibration import Calibration
+from airflow_provider_bellamy.model.calibration import PRIOR_CHECKS, Calibration
 from airflow_provider_bellamy.model.extrapolation import held_out_folds, signals, training_domain
 from tests.model.conftest import FAST
 
