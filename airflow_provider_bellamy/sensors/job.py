@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
 from airflow_provider_bellamy.hooks.job import JobStatusHook
@@ -195,7 +196,8 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
             raise InvalidInputError("job_id", job_id, str(event.get("error")))
         if kind == "timeout":
             job = event.get("job") or {}
-            raise TimeoutError(
+            # as poke mode's timeout: resume_execution turns it into a skip under soft_fail
+            raise AirflowSensorTimeout(
                 f"{job.get('kind') or self.kind or 'the'} job {job.get('job_id', '')} still "
                 f"{job.get('state')} when the sensor's timeout ({self.timeout} s) ran out"
             )
