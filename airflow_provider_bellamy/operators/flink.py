@@ -377,7 +377,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             )
         row_id = None
         if self.record:
-            try:
+            with self.unrecorded_is_a_warning(f"Flink job {status.job_id}"):
                 row_id = self.record_job_run(
                     context,
                     status,
@@ -389,10 +389,6 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     decision_id=(decision or {}).get("decision_id"),
                     source="operator",
                     requested_scale_out=parallelism,
-                )
-            except Exception as exc:  # the job ran; a lost record must not make Airflow re-run it
-                self.log.warning(
-                    "Bellamy: could not record Flink job %s (%s): %s", status.job_id, type(exc).__name__, exc
                 )
         if not status.succeeded:
             raise JobFailedError(

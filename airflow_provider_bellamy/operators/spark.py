@@ -503,7 +503,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         from airflow_provider_bellamy.callbacks import write_back
 
         requested = int(decision["chosen_scale_out"])
-        try:
+        with self.unrecorded_is_a_warning("the run"):
             if facade is None:
                 facade = self._hook_bellamy_facade()
             row_id = write_back(
@@ -524,22 +524,20 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 requested_scale_out=requested,
                 excluded_reason=observed.excluded_reason,
             )
-        except Exception as exc:  # the job ran; losing its record must not re-run it
-            self.log.warning("Bellamy: could not record the run (%s): %s", type(exc).__name__, exc)
-            return None
-        return {
-            "run_row_id": row_id,
-            "job_type": self.job_type,
-            "scale_out": observed.scale_out,
-            "requested_scale_out": requested,
-            "runtime_s": observed.runtime_s,
-            "queue_s": observed.queue_s,
-            "runtime_source": observed.source,
-            "excluded_reason": observed.excluded_reason,
-            "status": status,
-            "app_id": app_id,
-            "decision_id": decision.get("decision_id"),
-        }
+            return {
+                "run_row_id": row_id,
+                "job_type": self.job_type,
+                "scale_out": observed.scale_out,
+                "requested_scale_out": requested,
+                "runtime_s": observed.runtime_s,
+                "queue_s": observed.queue_s,
+                "runtime_source": observed.source,
+                "excluded_reason": observed.excluded_reason,
+                "status": status,
+                "app_id": app_id,
+                "decision_id": decision.get("decision_id"),
+            }
+        return None
 
     def _hook_bellamy_facade(self) -> Any:
         from airflow_provider_bellamy.operators.sizing import _run_with_timeout

@@ -243,17 +243,18 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
                 raise InvalidInputError(
                     "scale_out", scale_out, "the cluster reports no parallelism: give scale_out"
                 )
-            row_id = self.record_job_run(
-                context,
-                status,
-                job_type=str(job_type),
-                framework=framework,
-                scale_out=int(scale_out),
-                properties=properties,
-                decision_id=decision_id,
-                source="sensor",
-                requested_scale_out=submitted.get("scale_out") or decision.get("chosen_scale_out"),
-            )
+            with self.unrecorded_is_a_warning(f"{status.kind} job {status.job_id}"):
+                row_id = self.record_job_run(
+                    context,
+                    status,
+                    job_type=str(job_type),
+                    framework=framework,
+                    scale_out=int(scale_out),
+                    properties=properties,
+                    decision_id=decision_id,
+                    source="sensor",
+                    requested_scale_out=submitted.get("scale_out") or decision.get("chosen_scale_out"),
+                )
         if not status.succeeded and self.fail_on_job_failure:
             raise JobFailedError(
                 status.job_id, status.state, status.cause or "no cause reported", kind=status.kind
