@@ -9,7 +9,8 @@ imports neither torch nor pandas.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,6 +37,16 @@ class BellamyRecordingMixin:
             cached = BellamyHook(self.bellamy_conn_id, connect_timeout_s=self.connect_timeout_s)
             self._bellamy_hook = cached
         return cached
+
+    @contextmanager
+    def unrecorded_is_a_warning(self, what: str) -> Iterator[None]:
+        """Around a write-back of a job that has run: a failure (store down, …) is logged, never
+        raised. Failing the task would make Airflow re-run the job (operators) or stop the tasks
+        downstream of a job that succeeded (sensor)."""
+        try:
+            yield
+        except Exception as exc:
+            self.log.warning("Bellamy: could not record %s (%s): %s", what, type(exc).__name__, exc)
 
     def record_job_run(
         self,

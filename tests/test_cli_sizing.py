@@ -161,3 +161,25 @@ def test_size_on_infeasible_run_likely_gives_up_the_confidence_not_the_target(
     with pytest.raises(SystemExit):
         main([*args, "--on-infeasible", "likely"])
     assert "--on-infeasible: invalid choice: 'likely'" in capsys.readouterr().err
+
+
+def test_size_target_is_read_as_any_duration_and_a_bad_one_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`--target 15m` as the operators' and pipeline files' targets (`spec.parse_duration`); it was
+    refused by argparse (`type=float`)."""
+    import json
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main(["--store-url", url, "db", "upgrade"]) == 0
+    Bellamy(url).record_run(
+        job_type="wc", framework="spark", scale_out=2, runtime_s=50.0, context={"cores": 4}
+    )
+    size = ["--store-url", url, "size", "wc", "--set", "cores=4"]
+    size += ["--framework", "spark", "--scale-outs", "2,4"]
+    capsys.readouterr()
+    for target in ("15m", "900", "PT15M"):
+        main([*size, "--target", target, "--json"])  # the store's default decision: infeasible, exit 3
+        assert json.loads(capsys.readouterr().out)["target_s"] == 900.0, target
+    assert main([*size, "--target", "15 minutes"]) == 2
+    assert "--target='15 minutes': must be a duration" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow_provider_bellamy.cli._args import add_sizing_arguments, context_from, scale_outs_from
 from airflow_provider_bellamy.decisions import OBJECTIVES, format_confidence
-from airflow_provider_bellamy.spec import ON_INFEASIBLE
+from airflow_provider_bellamy.spec import ON_INFEASIBLE, parse_duration
 
 
 def register(subparsers: Any) -> None:
@@ -18,7 +18,12 @@ def register(subparsers: Any) -> None:
 
     size = subparsers.add_parser("size", help="the smallest scale-out that meets a runtime target")
     add_sizing_arguments(size)
-    size.add_argument("--target", type=float, default=None, help="runtime target in seconds")
+    size.add_argument(
+        "--target",
+        default=None,
+        metavar="DURATION",
+        help="runtime target: seconds or a duration (900, 15m, 1h30m, PT15M)",
+    )
     size.add_argument("--objective", default="min_scale_out", choices=OBJECTIVES)
     size.add_argument("--price-per-node-hour", type=float, default=None)
     size.add_argument("--default-scale-out", type=int, default=None)
@@ -74,11 +79,13 @@ def _size(args: argparse.Namespace) -> int:
 
     from airflow_provider_bellamy.facade import Bellamy
 
+    # one reader of durations, as the operators' and pipeline files' targets; refused naming the flag
+    target = None if args.target is None else parse_duration(args.target, "--target")
     d = Bellamy(args.store_url).size(
         args.job_type,
         context_from(args),
         scale_outs_from(args.scale_outs),
-        args.target,
+        target,
         args.confidence,
         args.objective,
         price_per_node_hour=args.price_per_node_hour,

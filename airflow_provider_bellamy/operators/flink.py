@@ -39,7 +39,7 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
-from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_mapping
+from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_duration, parse_mapping
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -72,7 +72,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
     :param wait_for_completion: wait for the job and record it (default); False returns right
         after submission and leaves the recording to a ``BellamyJobSensor``.
     :param deferrable: wait in the triggerer instead of a worker slot.
-    :param poll_interval_s: seconds between status polls.
+    :param poll_interval_s: seconds between status polls (a number, or a duration's text: ``"5"``,
+        ``"5s"``; as ``job_timeout_s`` and ``submit_timeout_s``).
     :param job_timeout_s: give up waiting after this long (the job keeps running unless
         ``cancel_on_kill``).
     :param reattach: on a retry, wait for the earlier try's job when it is still running or
@@ -109,8 +110,6 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         super().__init__(**kwargs)
         if not isinstance(application, str) or not application.strip():
             raise InvalidInputError("application", application, "must be the path of a .py script or a .jar")
-        if poll_interval_s <= 0:
-            raise InvalidInputError("poll_interval_s", poll_interval_s, "must be > 0 seconds")
         if deferrable and not wait_for_completion:
             raise InvalidInputError("deferrable", deferrable, "needs wait_for_completion=True")
         self.application = application
@@ -123,9 +122,10 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         self.flink_conn_id = flink_conn_id
         self.wait_for_completion = wait_for_completion
         self.deferrable = deferrable
-        self.poll_interval_s = float(poll_interval_s)
-        self.job_timeout_s = job_timeout_s
-        self.submit_timeout_s = float(submit_timeout_s)
+        # text as default_args or a pipeline file give it: "5" or "5s" is 5 s; "five", 0 refused, named
+        self.poll_interval_s = parse_duration(poll_interval_s, "poll_interval_s")
+        self.job_timeout_s = None if job_timeout_s is None else parse_duration(job_timeout_s, "job_timeout_s")
+        self.submit_timeout_s = parse_duration(submit_timeout_s, "submit_timeout_s")
         self.reattach = reattach
         self.cancel_on_kill = cancel_on_kill
         # Without the wait there is no runtime to record here: the sensor records it.
@@ -377,7 +377,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             )
         row_id = None
         if self.record:
-            try:
+            with self.unrecorded_is_a_warning(f"Flink job {status.job_id}"):
                 row_id = self.record_job_run(
                     context,
                     status,
@@ -389,10 +389,6 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     decision_id=(decision or {}).get("decision_id"),
                     source="operator",
                     requested_scale_out=parallelism,
-                )
-            except Exception as exc:  # the job ran; a lost record must not make Airflow re-run it
-                self.log.warning(
-                    "Bellamy: could not record Flink job %s (%s): %s", status.job_id, type(exc).__name__, exc
                 )
         if not status.succeeded:
             raise JobFailedError(

@@ -219,7 +219,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         settings = self._apply_size(int(decision.chosen_scale_out))
         hook = self._hook
         assert hook is not None
-        command = hook._mask_cmd(hook._build_spark_submit_command(self.application)).split(" ")
+        command = self._masked_command(hook)
         return decision, target, facade, settings, command
 
     def _prepare_and_publish(self, context: Context) -> tuple[Any, Any, dict[str, Any], list[str]]:
@@ -231,6 +231,13 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         decision_dict["target"] = target.to_dict()
         self._publish(context, decision_dict, command)
         return decision_dict, facade, settings, command
+
+    def _masked_command(self, hook: BellamySparkSubmitHook) -> list[str]:
+        """spark-submit's argument list, each argument masked as the logged command is; kept a list
+        (the hook's ``_mask_cmd`` joins it: an argument with a space would read as two)."""
+        command = hook._build_spark_submit_command(self.application)
+        hook._mask_cmd(command)  # the whole list: a secret that follows its flag ("--password", "pw")
+        return [hook._mask_cmd([arg]) for arg in command]
 
     @staticmethod
     def _publish(context: Context, decision: dict[str, Any], command: list[str]) -> None:
@@ -278,7 +285,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             settings = self._apply_size(int(decision["chosen_scale_out"]))
             hook = self._hook
             assert hook is not None
-            command = hook._mask_cmd(hook._build_spark_submit_command(self.application)).split(" ")
+            command = self._masked_command(hook)
             decision["reused_from_try"] = earlier.get("try_number")
             self._publish(context, decision, command)
             self.log.info(
@@ -503,7 +510,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         from airflow_provider_bellamy.callbacks import write_back
 
         requested = int(decision["chosen_scale_out"])
-        try:
+        with self.unrecorded_is_a_warning("the run"):
             if facade is None:
                 facade = self._hook_bellamy_facade()
             row_id = write_back(
@@ -524,22 +531,20 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 requested_scale_out=requested,
                 excluded_reason=observed.excluded_reason,
             )
-        except Exception as exc:  # the job ran; losing its record must not re-run it
-            self.log.warning("Bellamy: could not record the run (%s): %s", type(exc).__name__, exc)
-            return None
-        return {
-            "run_row_id": row_id,
-            "job_type": self.job_type,
-            "scale_out": observed.scale_out,
-            "requested_scale_out": requested,
-            "runtime_s": observed.runtime_s,
-            "queue_s": observed.queue_s,
-            "runtime_source": observed.source,
-            "excluded_reason": observed.excluded_reason,
-            "status": status,
-            "app_id": app_id,
-            "decision_id": decision.get("decision_id"),
-        }
+            return {
+                "run_row_id": row_id,
+                "job_type": self.job_type,
+                "scale_out": observed.scale_out,
+                "requested_scale_out": requested,
+                "runtime_s": observed.runtime_s,
+                "queue_s": observed.queue_s,
+                "runtime_source": observed.source,
+                "excluded_reason": observed.excluded_reason,
+                "status": status,
+                "app_id": app_id,
+                "decision_id": decision.get("decision_id"),
+            }
+        return None
 
     def _hook_bellamy_facade(self) -> Any:
         from airflow_provider_bellamy.operators.sizing import _run_with_timeout

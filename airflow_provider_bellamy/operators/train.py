@@ -11,13 +11,13 @@ the returned XCom.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.spec import parse_argument_list, parse_duration
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 class BellamyTrainOperator(BaseOperator):
     """Retrain and (conditionally) promote Bellamy models.
 
-    :param job_types: job types to consider; None = every job type in the store; "all" = the
+    :param job_types: job types to consider, a list, its rendered text (``"['grep', 'sort']"``) or
+        names separated by commas; None = every job type in the store; "all" = the
         model of every job type (it sizes job types without a model of their own).
-    :param time_budget_s: pre-training time budget per job type (early stop).
+    :param time_budget_s: pre-training time budget per job type (early stop): seconds, or a
+        duration's text (``"15m"``, ``"PT15M"``) as ``spec.parse_duration`` reads it.
     :param holdout_fraction: share of the newest unseen runs held out for the comparison.
     :param force: retrain even job types without new runs.
     :param seed: training seed (reproducible runs).
@@ -67,22 +69,30 @@ class BellamyTrainOperator(BaseOperator):
         if value in (None, "", []):
             return None
         if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
+            text = value.strip()
+            if text[:1] in "[(":  # a list as a template renders it, never split on its commas
+                try:
+                    value = parse_argument_list(text, "job_types")
+                except InvalidInputError:
+                    raise InvalidInputError(
+                        "job_types", self.job_types, "must be a list of job type names"
+                    ) from None
+            else:
+                value = [v.strip() for v in text.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
             raise InvalidInputError("job_types", self.job_types, "must be a list of job type names")
-        return list(value)
+        return list(value) or None  # "[]" as [] and None: every job type
+
+    def _time_budget_s(self) -> float | None:
+        if self.time_budget_s in (None, ""):
+            return None
+        return parse_duration(self.time_budget_s, "time_budget_s")  # "900", "15m", "PT15M"
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         from airflow_provider_bellamy.hooks.bellamy import BellamyHook
 
         facade = BellamyHook(self.bellamy_conn_id).get_facade()
-        budget = None
-        if self.time_budget_s not in (None, ""):
-            budget = float(self.time_budget_s)
-            if not math.isfinite(budget) or budget <= 0:
-                raise InvalidInputError(
-                    "time_budget_s", self.time_budget_s, "must be a number of seconds > 0"
-                )
+        budget = self._time_budget_s()
         selected = self._job_types()
         targets: list[str | None] = list(selected) if selected else [None]
         reports: list[dict[str, Any]] = []

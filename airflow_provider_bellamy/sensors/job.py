@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
 from airflow_provider_bellamy.hooks.job import JobStatusHook
@@ -195,7 +196,8 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
             raise InvalidInputError("job_id", job_id, str(event.get("error")))
         if kind == "timeout":
             job = event.get("job") or {}
-            raise TimeoutError(
+            # as poke mode's timeout: resume_execution turns it into a skip under soft_fail
+            raise AirflowSensorTimeout(
                 f"{job.get('kind') or self.kind or 'the'} job {job.get('job_id', '')} still "
                 f"{job.get('state')} when the sensor's timeout ({self.timeout} s) ran out"
             )
@@ -241,17 +243,18 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
                 raise InvalidInputError(
                     "scale_out", scale_out, "the cluster reports no parallelism: give scale_out"
                 )
-            row_id = self.record_job_run(
-                context,
-                status,
-                job_type=str(job_type),
-                framework=framework,
-                scale_out=int(scale_out),
-                properties=properties,
-                decision_id=decision_id,
-                source="sensor",
-                requested_scale_out=submitted.get("scale_out") or decision.get("chosen_scale_out"),
-            )
+            with self.unrecorded_is_a_warning(f"{status.kind} job {status.job_id}"):
+                row_id = self.record_job_run(
+                    context,
+                    status,
+                    job_type=str(job_type),
+                    framework=framework,
+                    scale_out=int(scale_out),
+                    properties=properties,
+                    decision_id=decision_id,
+                    source="sensor",
+                    requested_scale_out=submitted.get("scale_out") or decision.get("chosen_scale_out"),
+                )
         if not status.succeeded and self.fail_on_job_failure:
             raise JobFailedError(
                 status.job_id, status.state, status.cause or "no cause reported", kind=status.kind

@@ -45,8 +45,8 @@ def test_a_templated_conf_and_argument_list_reach_spark_submit_as_rendered(
     command = _prepare(monkeypatch, {"args": ARGS, "conf": CONF})
     assert "spark.sql.shuffle.partitions=6" in command and "spark.eventLog.enabled=true" in command
     assert command[command.index("--num-executors") + 1] == "2"
-    # the masked command is split on spaces: the argument with a space in it reads as two
-    assert " ".join(command).endswith("job.py " + " ".join(ARGS))
+    # the exact argument list: "/data/out dir" stays one argument (it was split on spaces)
+    assert command[-len(ARGS) - 1 :] == ["job.py", *ARGS]
 
 
 @pytest.mark.parametrize(
@@ -72,3 +72,15 @@ def test_an_argument_string_is_refused_when_the_dag_is_parsed() -> None:
         )
     with pytest.raises(InvalidInputError, match=r"conf=\['a'\]: must be a mapping"):
         BellamySparkSubmitOperator(task_id="t", job_type="grep", scale_outs=[1], conf=["a"])
+
+
+def test_the_pushed_command_keeps_each_argument_whole_and_its_secrets_masked(
+    monkeypatch: pytest.MonkeyPatch, bellamy_store: Any
+) -> None:
+    """The ``spark_submit_command`` XCom is the argument list: a value with a space stays one
+    argument, and a secret is masked whether it follows its flag or sits in a ``key=value``."""
+    args = ["--password", "hunter2pw", "--title", "word count", "--opt", "db.secret=s3cr3t"]
+    command = _prepare(monkeypatch, {"args": args, "conf": CONF})
+    assert command[-len(args) : -1] == ["--password", "***", "--title", "word count", "--opt"]
+    assert command[-1].startswith("db.secret=***")
+    assert not any("hunter2pw" in a or "s3cr3t" in a for a in command)

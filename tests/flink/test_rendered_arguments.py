@@ -98,3 +98,17 @@ def test_an_argument_string_is_refused_when_the_dag_is_parsed(tmp_path: Path) ->
         BellamyFlinkOperator(task_id="wc", job_type="wc", application="wc.py", application_args="--lines 400")
     with pytest.raises(InvalidInputError, match=r"conf=\['a'\]: must be a mapping"):
         BellamyFlinkOperator(task_id="wc", job_type="wc", application="wc.py", conf=["a"])
+
+
+def test_poll_interval_and_timeouts_given_as_text_are_converted_or_refused_by_name() -> None:
+    """``poll_interval_s="5"`` (default_args, a pipeline file) was a bare TypeError at parse time."""
+
+    def op(**kwargs: Any) -> BellamyFlinkOperator:
+        return BellamyFlinkOperator(task_id="wc", job_type="wc", application="wc.py", **kwargs)
+
+    made = op(poll_interval_s="5", job_timeout_s="10m", submit_timeout_s="120")
+    assert (made.poll_interval_s, made.job_timeout_s, made.submit_timeout_s) == (5.0, 600.0, 120.0)
+    assert op(poll_interval_s=0.5).job_timeout_s is None
+    for field, bad in [("poll_interval_s", "five"), ("poll_interval_s", 0), ("job_timeout_s", "10 min")]:
+        with pytest.raises(InvalidInputError, match=rf"{field}={bad!r}: must be a"):
+            op(**{field: bad})
