@@ -36,6 +36,11 @@ _ASSIGNMENT_RE = re.compile(
     rf"(?P<key>[^\s=]*(?:{SENSITIVE_NAME})[^\s=]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"']+)",
     re.IGNORECASE,
 )
+# One argument that is a whole setting: its value is the rest of the argument, spaces included
+# (``--conf "spark.db.secret=two words"`` reaches spark-submit as one argument).
+_WHOLE_ASSIGNMENT_RE = re.compile(
+    rf"(?P<key>[^\s=]*(?:{SENSITIVE_NAME})[^\s=]*)=(?P<value>.+)", re.IGNORECASE | re.DOTALL
+)
 # --flag value (only dashed flags: a bare word before a space is prose, not a setting).
 _FLAG_RE = re.compile(
     rf"(?<!\S)(?P<flag>--?[\w.-]*(?:{SENSITIVE_NAME})[\w.-]*)(?P<gap>\s+)(?P<value>(?!-)[^\s\"']+)",
@@ -59,8 +64,11 @@ def find_secrets(args: Sequence[str] | str) -> list[str]:
     items = [args] if isinstance(args, str) else [str(a) for a in args]
     found: list[str] = []
     for i, item in enumerate(items):
-        for match in _ASSIGNMENT_RE.finditer(item):
-            found.append(_unquote(match.group("value")))
+        whole = None if isinstance(args, str) else _WHOLE_ASSIGNMENT_RE.fullmatch(item)
+        if whole:
+            found.append(_unquote(whole.group("value")))
+        else:
+            found.extend(_unquote(m.group("value")) for m in _ASSIGNMENT_RE.finditer(item))
         for match in _FLAG_RE.finditer(item):
             found.append(match.group("value"))
         for match in _USERINFO_RE.finditer(item):

@@ -68,6 +68,16 @@ def test_every_shape_of_credential_is_found_and_masked() -> None:
     assert not _leaks(mask_text(line, find_secrets(cmd)))
 
 
+def test_a_setting_whose_value_has_a_space_is_masked_whole() -> None:
+    """``--conf "spark.db.secret=two words"`` is one argument: its whole value is the secret, not
+    the text up to the space (the tail leaked into the log line and the XCom before)."""
+    cmd = ["spark-submit", "--conf", "spark.db.secret=s3cr3t tail0007", "--name", "word count", "job.py"]
+    assert find_secrets(cmd) == ["s3cr3t tail0007"]
+    masked = mask_args(cmd)
+    assert masked[2] == "spark.db.secret=***" and "word count" in masked
+    assert "tail0007" not in mask_text(" ".join(cmd), find_secrets(cmd))
+
+
 def test_unreachable_rest_endpoint_error_hides_the_url_password(caplog: pytest.LogCaptureFixture) -> None:
     port = _closed_port()
     hook = FlinkHook(None, rest_url=f"http://alice:{URL_PASSWORD}@127.0.0.1:{port}", timeout_s=2)
