@@ -183,3 +183,17 @@ def test_size_target_is_read_as_any_duration_and_a_bad_one_names_the_flag(
         assert json.loads(capsys.readouterr().out)["target_s"] == 900.0, target
     assert main([*size, "--target", "15 minutes"]) == 2
     assert "--target='15 minutes': must be a duration" in capsys.readouterr().err
+
+
+def test_train_time_budget_is_read_as_any_duration_and_a_bad_one_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`--time-budget 10m` as every other door reads durations; it was argparse's `type=float`."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main(["--store-url", url, "db", "upgrade"]) == 0
+    capsys.readouterr()
+    for budget in ("10m", "600", "PT10M"):  # read; an empty store then has nothing to train
+        assert main(["--store-url", url, "train", "--time-budget", budget]) == 1, budget
+        assert "no runs stored yet" in capsys.readouterr().out
+    assert main(["--store-url", url, "train", "--time-budget", "ten minutes"]) == 2
+    assert "--time-budget='ten minutes': must be a duration" in capsys.readouterr().err

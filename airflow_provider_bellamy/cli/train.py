@@ -15,7 +15,9 @@ def register(subparsers: Any) -> None:
         "model of their own); default: every job type with runs, each its own model",
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--time-budget", type=float, default=None, help="seconds per job type")
+    parser.add_argument(
+        "--time-budget", default=None, help="per job type: seconds or a duration (600, 10m, PT10M)"
+    )
     parser.add_argument("--force", action="store_true", help="retrain even when no run changed")
     parser.set_defaults(func=_train)
 
@@ -26,7 +28,10 @@ def _train(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from airflow_provider_bellamy.facade import Bellamy
+    from airflow_provider_bellamy.spec import parse_duration
 
+    # one reader of durations for every door; refused naming the flag before anything is read
+    budget = None if args.time_budget is None else parse_duration(args.time_budget, "--time-budget")
     bellamy = Bellamy(args.store_url)
     job_types = [args.job_type] if args.job_type else bellamy.job_types()
     console = Console()
@@ -40,9 +45,7 @@ def _train(args: argparse.Namespace) -> int:
         task = bar.add_task("training", total=len(job_types))
         for job in job_types:
             bar.update(task, description=f"pre-training {job}")
-            reports.extend(
-                bellamy.train(job, seed=args.seed, time_budget_s=args.time_budget, force=args.force)
-            )
+            reports.extend(bellamy.train(job, seed=args.seed, time_budget_s=budget, force=args.force))
             bar.advance(task)
     table = Table(title="training")
     for col in (
