@@ -7,7 +7,7 @@ import sys, pickle
 import os
 if os.environ.get("PIN"): exec(open("/tmp/probe/patch_s23.py").read())
 import numpy as np, pandas as pd
-import airflow_provider_bellamy.model.runtime_model as rm
+import airflow_provider_bellamy.model.band as rm  # the band's steps read MIN_CHECKS (band.py since session 24's merge)
 from airflow_provider_bellamy.model import calibration as cal
 from airflow_provider_bellamy.benchmarks.common import benchmark_runs, held_out_tasks, pretrain
 
