@@ -227,12 +227,7 @@ def parse_properties(value: Any, field: str = "properties", where: str | None = 
     """The context as given: a mapping (or its text, JSON or as a template renders a dict). Values are only
     checked here; they are converted where the job type's stored runs are known
     (``records.conform_context``), so that ``"08"`` keeps its identity where runs hold text."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        value = _rendered_literal(value.strip(), field, "must be a mapping (or its text)", where)
-    if not isinstance(value, Mapping):
-        raise InvalidInputError(field, value, "must be a mapping of property to value", where=where)
+    value = parse_mapping(value, field, where, what="a mapping of property to value")
     for key, item in value.items():
         if key in FORBIDDEN_CONTEXT_KEYS:
             raise InvalidInputError(
@@ -240,7 +235,7 @@ def parse_properties(value: Any, field: str = "properties", where: str | None = 
             )
         if not is_template(item):
             conform_property(item, None, field=f"{field}.{key}", where=where)
-    return dict(value)
+    return value
 
 
 def parse_argument_list(value: Any, field: str = "application_args", where: str | None = None) -> list[Any]:
@@ -258,14 +253,17 @@ def parse_argument_list(value: Any, field: str = "application_args", where: str 
     return [item if is_template(item) else str(item) for item in value]
 
 
-def parse_mapping(value: Any, field: str, where: str | None = None) -> dict[str, Any]:
-    """Settings such as an operator's ``conf``: a mapping, or its text as a template renders it."""
+def parse_mapping(
+    value: Any, field: str, where: str | None = None, *, what: str = "a mapping"
+) -> dict[str, Any]:
+    """Settings such as an operator's ``conf``: a mapping, or its text as a template renders it (JSON,
+    or a Python literal; never code)."""
     if value is None:
         return {}
     if isinstance(value, str):
         value = _rendered_literal(value.strip(), field, "must be a mapping (or its text)", where)
     if not isinstance(value, Mapping):
-        raise InvalidInputError(field, value, "must be a mapping", where=where)
+        raise InvalidInputError(field, value, f"must be {what}", where=where)
     return dict(value)
 
 
