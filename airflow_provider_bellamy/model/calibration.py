@@ -70,7 +70,7 @@ BUCKETS = ("smallest", "others", "near", "far")
 # The kinds of extrapolation the out-of-distribution pass measures (extrapolation.held_out_folds).
 EXTRAPOLATION_KINDS = ("categorical", "numeric")
 # A fine-tuned context's own leave-one-scale-out residuals (its "checks") rescale its band
-# (``RuntimeModel._quantiles``, ``check_factor``). Fewer than MIN_CHECKS say nothing about a
+# (``band.check_scale``, ``check_factor``). Fewer than MIN_CHECKS say nothing about a
 # context's error (one residual cannot tell a bad curve from one noisy run): the table alone
 # decides. PRIOR_CHECKS: the weight of the tables' error scale against the checks, in residuals:
 # weak, so a handful of a context's runs can overrule it both ways.
