@@ -97,3 +97,19 @@ def test_nothing_to_export_is_an_error_and_writes_no_file(store: Bellamy, tmp_pa
         store.export_runs(tmp_path / "missing" / "runs.csv")
     assert err.value.field == "path" and "does not exist" in str(err.value)
     assert not (tmp_path / "none.csv").exists()
+
+
+def test_a_bad_provenance_value_in_a_file_names_its_line(tmp_path: Path, capsys) -> None:
+    """A timestamp or status is checked after the file is read: its error names the file's line
+    (a blank line counted), not the row's position in the frame, and stores nothing."""
+    path = tmp_path / "runs.csv"
+    path.write_text(
+        "job_type,framework,scale_out,runtime_s,machine,started_at,status\n"
+        "etl,spark,4,100,m5,2026-11-20T06:00:00+02:00,success\n"
+        "\n"
+        "etl,spark,8,60,m5,yesterday,success\n"
+    )
+    url = f"sqlite:///{tmp_path / 'import.db'}"
+    assert main(["--store-url", url, "history", "import", str(path)]) == 2
+    assert f"{path} line 4: started_at='yesterday'" in capsys.readouterr().err
+    assert Bellamy(url).count_runs() == 0
