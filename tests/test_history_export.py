@@ -113,3 +113,16 @@ def test_a_bad_provenance_value_in_a_file_names_its_line(tmp_path: Path, capsys)
     assert main(["--store-url", url, "history", "import", str(path)]) == 2
     assert f"{path} line 4: started_at='yesterday'" in capsys.readouterr().err
     assert Bellamy(url).count_runs() == 0
+
+
+def test_importing_stored_tries_again_reports_none_added(store: Bellamy, tmp_path: Path, capsys) -> None:
+    """An export read back into its own store adds no Airflow try twice: the CLI says so rather
+    than counting the rows the store already held as imported."""
+    path = tmp_path / "runs.csv"
+    store.export_runs(path, "etl")
+    capsys.readouterr()
+    assert main(["--store-url", store.store.url, "history", "import", str(path), "--append"]) == 0
+    out = capsys.readouterr().out
+    assert "imported 0 runs from" in out and "3 were stored already" in out
+    assert "(dataset )" not in out
+    assert store.count_runs() == 108
