@@ -42,7 +42,8 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "excluded_reason",
 )
 
-# DataFrame.attrs keys of a frame read from a file: its path and each row's line in it.
+# DataFrame.attrs keys of a frame read from a file: its path and each row's line in it (a
+# mapping from index label to line).
 SOURCE_ATTR = "bellamy_source"
 SOURCE_LINES_ATTR = "bellamy_lines"
 
@@ -598,11 +599,16 @@ def prepare_runs(
     (conform_property); properties no stored run has yet take their kind from this batch."""
     source, lines = "runs", None
     if is_dataframe(runs):
-        # A frame read from a file (datasets.load_runs_file) names its file and each row's line,
-        # so that a bad provenance value is reported where the user can find it.
+        # A frame read from a file (datasets.load_runs_file) names its file and each row's line
+        # (by index label, so a filtered or sorted frame still finds its rows' lines), so that a
+        # bad provenance value is reported where the user can find it.
         file_lines = runs.attrs.get(SOURCE_LINES_ATTR)
-        if runs.attrs.get(SOURCE_ATTR) and file_lines is not None and len(file_lines) == len(runs):
-            source, lines = str(runs.attrs[SOURCE_ATTR]), list(file_lines)
+        if (
+            runs.attrs.get(SOURCE_ATTR)
+            and isinstance(file_lines, Mapping)
+            and all(label in file_lines for label in runs.index)
+        ):
+            source, lines = str(runs.attrs[SOURCE_ATTR]), [file_lines[label] for label in runs.index]
         frame = validate_runs(runs, where=source, lines=lines)
         check_complete_properties(frame, where=source, lines=lines)
         # NaN is how a frame says "this run has no such property" (checked just above)

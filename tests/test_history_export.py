@@ -126,3 +126,16 @@ def test_importing_stored_tries_again_reports_none_added(store: Bellamy, tmp_pat
     assert "imported 0 runs from" in out and "3 were stored already" in out
     assert "(dataset )" not in out
     assert store.count_runs() == 108
+
+
+def test_a_sorted_frame_of_a_file_still_names_each_row_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text(
+        "job_type,framework,scale_out,runtime_s,machine,status\n"
+        "etl,spark,8,100,m5,done\n"
+        "etl,spark,4,60,m5,success\n"
+    )
+    frame = load_runs_file(path).sort_values("scale_out")
+    with pytest.raises(InvalidInputError) as err:
+        Bellamy(f"sqlite:///{tmp_path / 'import.db'}").import_runs(frame)
+    assert (err.value.field, err.value.value, err.value.where) == ("status", "done", f"{path} line 2")

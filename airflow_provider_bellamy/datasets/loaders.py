@@ -142,7 +142,7 @@ def load_runs_file(path: str | Path) -> pd.DataFrame:
     frame = validate_runs(raw, where=str(p), lines=lines)
     check_complete_properties(frame, where=str(p), lines=lines)
     frame.attrs[SOURCE_ATTR] = str(p)
-    frame.attrs[SOURCE_LINES_ATTR] = lines
+    frame.attrs[SOURCE_LINES_ATTR] = dict(zip(frame.index.tolist(), lines, strict=True))
     return frame
 
 
