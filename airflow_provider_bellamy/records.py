@@ -42,6 +42,11 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "excluded_reason",
 )
 
+# DataFrame.attrs keys of a frame read from a file: its path and each row's line in it (a
+# mapping from index label to line).
+SOURCE_ATTR = "bellamy_source"
+SOURCE_LINES_ATTR = "bellamy_lines"
+
 # Properties that would make a "context" depend on the scale-out: a cluster total.
 FORBIDDEN_CONTEXT_KEYS: frozenset[str] = frozenset({"scale_out", "runtime_s"})
 
@@ -592,9 +597,20 @@ def prepare_runs(
     """Validate runs (a DataFrame or a list of mappings) into store rows, every row before any is
     written. ``stored_kinds``: per job type, what its stored runs hold for each property
     (conform_property); properties no stored run has yet take their kind from this batch."""
+    source, lines = "runs", None
     if is_dataframe(runs):
-        frame = validate_runs(runs, where="runs")
-        check_complete_properties(frame, where="runs")
+        # A frame read from a file (datasets.load_runs_file) names its file and each row's line
+        # (by index label, so a filtered or sorted frame still finds its rows' lines), so that a
+        # bad provenance value is reported where the user can find it.
+        file_lines = runs.attrs.get(SOURCE_LINES_ATTR)
+        if (
+            runs.attrs.get(SOURCE_ATTR)
+            and isinstance(file_lines, Mapping)
+            and all(label in file_lines for label in runs.index)
+        ):
+            source, lines = str(runs.attrs[SOURCE_ATTR]), [file_lines[label] for label in runs.index]
+        frame = validate_runs(runs, where=source, lines=lines)
+        check_complete_properties(frame, where=source, lines=lines)
         # NaN is how a frame says "this run has no such property" (checked just above)
         records = [
             {k: v for k, v in rec.items() if not is_missing(v)} for rec in frame.to_dict(orient="records")
@@ -605,19 +621,22 @@ def prepare_runs(
             raise InvalidInputError("runs", "<empty>", "no runs given")
     else:
         raise InvalidInputError("runs", type(runs).__name__, "must be a pandas DataFrame or a list of dicts")
-    where = "runs row {}"
-    flat = [flatten_run(rec, where.format(i)) for i, rec in enumerate(records)]
+
+    def where(i: int) -> str:
+        return f"{source} line {lines[i]}" if lines is not None else f"{source} row {i}"
+
+    flat = [flatten_run(rec, where(i)) for i, rec in enumerate(records)]
     by_job: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for i, rec in enumerate(flat):
-        job = validate_job_type(rec.get("job_type"), where=where.format(i))
+        job = validate_job_type(rec.get("job_type"), where=where(i))
         props = {k: v for k, v in rec.items() if k not in _RUN_FIELDS}
-        by_job.setdefault(job, []).append((where.format(i), props))
+        by_job.setdefault(job, []).append((where(i), props))
     stored = stored_kinds(by_job)
     kinds = {}
     for job, contexts in by_job.items():
         new = [(w, {k: v for k, v in c.items() if k not in stored[job]}) for w, c in contexts]
         kinds[job] = {**batch_kinds(new), **stored[job]}
-    return [prepare_run(rec, where.format(i), kinds) for i, rec in enumerate(flat)]
+    return [prepare_run(rec, where(i), kinds) for i, rec in enumerate(flat)]
 
 
 def prepare_run(record: dict[str, Any], where: str, kinds: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:

@@ -97,3 +97,45 @@ def test_nothing_to_export_is_an_error_and_writes_no_file(store: Bellamy, tmp_pa
         store.export_runs(tmp_path / "missing" / "runs.csv")
     assert err.value.field == "path" and "does not exist" in str(err.value)
     assert not (tmp_path / "none.csv").exists()
+
+
+def test_a_bad_provenance_value_in_a_file_names_its_line(tmp_path: Path, capsys) -> None:
+    """A timestamp or status is checked after the file is read: its error names the file's line
+    (a blank line counted), not the row's position in the frame, and stores nothing."""
+    path = tmp_path / "runs.csv"
+    path.write_text(
+        "job_type,framework,scale_out,runtime_s,machine,started_at,status\n"
+        "etl,spark,4,100,m5,2026-11-20T06:00:00+02:00,success\n"
+        "\n"
+        "etl,spark,8,60,m5,yesterday,success\n"
+    )
+    url = f"sqlite:///{tmp_path / 'import.db'}"
+    assert main(["--store-url", url, "history", "import", str(path)]) == 2
+    assert f"{path} line 4: started_at='yesterday'" in capsys.readouterr().err
+    assert Bellamy(url).count_runs() == 0
+
+
+def test_importing_stored_tries_again_reports_none_added(store: Bellamy, tmp_path: Path, capsys) -> None:
+    """An export read back into its own store adds no Airflow try twice: the CLI says so rather
+    than counting the rows the store already held as imported."""
+    path = tmp_path / "runs.csv"
+    store.export_runs(path, "etl")
+    capsys.readouterr()
+    assert main(["--store-url", store.store.url, "history", "import", str(path), "--append"]) == 0
+    out = capsys.readouterr().out
+    assert "imported 0 runs from" in out and "3 were stored already" in out
+    assert "(dataset )" not in out
+    assert store.count_runs() == 108
+
+
+def test_a_sorted_frame_of_a_file_still_names_each_row_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "runs.csv"
+    path.write_text(
+        "job_type,framework,scale_out,runtime_s,machine,status\n"
+        "etl,spark,8,100,m5,done\n"
+        "etl,spark,4,60,m5,success\n"
+    )
+    frame = load_runs_file(path).sort_values("scale_out")
+    with pytest.raises(InvalidInputError) as err:
+        Bellamy(f"sqlite:///{tmp_path / 'import.db'}").import_runs(frame)
+    assert (err.value.field, err.value.value, err.value.where) == ("status", "done", f"{path} line 2")

@@ -67,14 +67,22 @@ def _import(args: argparse.Namespace) -> int:
         # A name per file makes a second import of the same file detectable.
         frame["dataset"] = f"file:{Path(args.file).name}"
     datasets = sorted({str(v) for v in frame["dataset"].dropna()})
+    # An Airflow try stored already (an exported file read back) keeps its row and is returned
+    # again: the count of rows gives what this import added.
+    before = b.count_runs()
     try:
         ids = b.import_runs(frame, append=args.append)
     except InvalidInputError as exc:
         if exc.field != "dataset":
             raise
         raise InvalidInputError("FILE", args.file, f"dataset {exc.value!r} {exc.problem}") from None
-    print(f"imported {len(ids)} runs from {args.file} (dataset {', '.join(datasets)})")
-    print(f"store {b.store.display_url}: {b.count_runs()} runs")
+    total = b.count_runs()
+    added = min(len(ids), max(0, total - before))
+    named = f" (dataset {', '.join(datasets)})" if datasets else ""
+    kept = len(ids) - added
+    stored = f"; {kept} were stored already (the same Airflow tries)" if kept else ""
+    print(f"imported {added} runs from {args.file}{named}{stored}")
+    print(f"store {b.store.display_url}: {total} runs")
     return 0
 
 

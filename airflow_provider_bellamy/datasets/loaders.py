@@ -10,7 +10,12 @@ from typing import Any
 import pandas as pd
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import check_complete_properties, validate_runs
+from airflow_provider_bellamy.records import (
+    SOURCE_ATTR,
+    SOURCE_LINES_ATTR,
+    check_complete_properties,
+    validate_runs,
+)
 
 # Job-specific columns of each C3O algorithm (data characteristics and job parameters).
 C3O_JOB_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -136,6 +141,8 @@ def load_runs_file(path: str | Path) -> pd.DataFrame:
         lines = [pos + 2 for pos in range(len(raw))]
     frame = validate_runs(raw, where=str(p), lines=lines)
     check_complete_properties(frame, where=str(p), lines=lines)
+    frame.attrs[SOURCE_ATTR] = str(p)
+    frame.attrs[SOURCE_LINES_ATTR] = dict(zip(frame.index.tolist(), lines, strict=True))
     return frame
 
 

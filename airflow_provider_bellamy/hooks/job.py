@@ -78,16 +78,32 @@ def wait_until_terminal(
     timeout_s: float | None = None,
     on_poll: Callable[[S], None] | None = None,
     log: Any = None,
+    unreachable_grace_s: float = 60.0,
 ) -> S:
     """Call ``get`` every ``poll_interval_s`` until what it returns is terminal.
 
     ``TimeoutError`` ("<what> still <state> after <timeout_s> s") when ``timeout_s`` runs out
     first; the job itself is left alone. ``log`` gets a line each time the state changes.
+    An endpoint that stops answering (``JobEndpointUnreachableError``) is asked again until it
+    has been unreachable for ``unreachable_grace_s``, as ``JobStatusTrigger`` does: a
+    JobManager restarting or a dropped connection must not fail a task whose job runs on.
     """
     deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
     last_state = None
+    unreachable_since: float | None = None
     while True:
-        current = get()
+        try:
+            current = get()
+        except JobEndpointUnreachableError as exc:
+            now = time.monotonic()
+            unreachable_since = unreachable_since or now
+            if now - unreachable_since >= unreachable_grace_s or (deadline is not None and now > deadline):
+                raise
+            if log is not None:
+                log.warning("%s (retrying for up to %s s)", exc, unreachable_grace_s)
+            time.sleep(poll_interval_s)
+            continue
+        unreachable_since = None
         if on_poll is not None:
             on_poll(current)
         if log is not None and current.state != last_state:
@@ -169,8 +185,10 @@ class JobStatusHook(BaseHook):
         poll_interval_s: float,
         timeout_s: float | None = None,
         on_poll: Callable[[JobStatus], None] | None = None,
+        unreachable_grace_s: float = 60.0,
     ) -> JobStatus:
-        """Poll until the job has ended; ``TimeoutError`` past ``timeout_s`` (see
+        """Poll until the job has ended; ``TimeoutError`` past ``timeout_s``, the endpoint's
+        error once it has been unreachable for ``unreachable_grace_s`` (see
         ``wait_until_terminal``). Each change of state is logged."""
         what = f"{'Flink' if self.kind == 'flink' else 'Spark'} job {job_id}"
         return wait_until_terminal(
@@ -180,6 +198,7 @@ class JobStatusHook(BaseHook):
             timeout_s=timeout_s,
             on_poll=on_poll,
             log=self.log,
+            unreachable_grace_s=unreachable_grace_s,
         )
 
     def poll(

@@ -92,6 +92,43 @@ def test_an_unreachable_endpoint_is_one_error_blocking_and_async() -> None:
     assert len(calls) == 4
 
 
+def test_a_blocking_wait_rides_out_a_short_outage_and_gives_up_after_the_grace() -> None:
+    """A JobManager restart must not fail the task whose job runs on (as the trigger does)."""
+    from airflow_provider_bellamy.hooks.job import wait_until_terminal
+
+    answers = iter(
+        [
+            JobEndpointUnreachableError("http://127.0.0.1:1", "ConnectError"),
+            JobStatus("flink", "j", "RUNNING", False, False),
+            JobEndpointUnreachableError("http://127.0.0.1:1", "HTTP 503"),
+            JobStatus("flink", "j", "FINISHED", True, True),
+        ]
+    )
+
+    def get() -> JobStatus:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    done = wait_until_terminal(get, what="job", poll_interval_s=0.0, unreachable_grace_s=60.0)
+    assert done.state == "FINISHED"
+
+    calls: list[int] = []
+
+    def down() -> JobStatus:
+        calls.append(1)
+        raise JobEndpointUnreachableError("http://127.0.0.1:1", "ConnectError")
+
+    with pytest.raises(JobEndpointUnreachableError, match="ConnectError"):
+        wait_until_terminal(down, what="job", poll_interval_s=0.01, unreachable_grace_s=0.05)
+    assert len(calls) > 1
+    calls.clear()
+    with pytest.raises(JobEndpointUnreachableError):
+        wait_until_terminal(down, what="job", poll_interval_s=0.01, timeout_s=0.0, unreachable_grace_s=60.0)
+    assert len(calls) <= 2
+
+
 def test_bad_hook_arguments_name_the_field() -> None:
     with pytest.raises(InvalidInputError, match="kind='yarn'"):
         JobStatusHook("yarn", "http://127.0.0.1:8080")
