@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -84,20 +85,26 @@ class BellamySparkSubmitHook(SparkSubmitHook):
 
         super()._process_spark_submit_log(tap(itr))
 
-    def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
-        """The provider masks keys containing ``secret`` or ``password``; this also masks tokens
-        (``oauthToken``, ``--api-token``), cloud account/access keys and ``user:password@`` in
-        URLs, and hands each value to Airflow's secrets masker. The provider logs the command
-        and its failure output through this method; the ``spark_submit_command`` XCom is built
-        with it."""
+    def masked_args(self, args: Sequence[Any]) -> list[str]:
+        """``args`` with every credential masked, one entry per argument (the list stays a list: an
+        argument with a space is still one). Beyond the provider's keys containing ``secret`` or
+        ``password`` this masks tokens (``oauthToken``, ``--api-token``), cloud account/access keys
+        and ``user:password@`` in URLs, and hands each value to Airflow's secrets masker."""
         from airflow_provider_bellamy.masking import find_secrets, mask_text, register_secrets
 
-        args = [connection_cmd] if isinstance(connection_cmd, str) else [str(a) for a in connection_cmd]
-        secrets = find_secrets(args)
+        texts = [str(a) for a in args]
+        secrets = find_secrets(texts)
         if secrets:
             register_secrets(secrets)
             self.bellamy_secrets = list(dict.fromkeys([*(self.bellamy_secrets or []), *secrets]))
-        return super()._mask_cmd([mask_text(a, self.bellamy_secrets or []) for a in args])
+        return [mask_text(a, self.bellamy_secrets or []) for a in texts]
+
+    def _mask_cmd(self, connection_cmd: str | list[str]) -> str:
+        """The provider logs the command and its failure output through this method: the
+        provider's masking over ``masked_args``."""
+        return super()._mask_cmd(
+            self.masked_args([connection_cmd] if isinstance(connection_cmd, str) else connection_cmd)
+        )
 
     def bellamy_log_text(self) -> str:
         """The last lines spark-submit printed, secrets masked."""

@@ -233,11 +233,9 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         return decision_dict, facade, settings, command
 
     def _masked_command(self, hook: BellamySparkSubmitHook) -> list[str]:
-        """spark-submit's argument list, each argument masked as the logged command is; kept a list
-        (the hook's ``_mask_cmd`` joins it: an argument with a space would read as two)."""
-        command = hook._build_spark_submit_command(self.application)
-        hook._mask_cmd(command)  # the whole list: a secret that follows its flag ("--password", "pw")
-        return [hook._mask_cmd([arg]) for arg in command]
+        """spark-submit's argument list, credentials masked, kept a list (the hook's ``_mask_cmd``
+        joins it: an argument with a space would read as two)."""
+        return hook.masked_args(hook._build_spark_submit_command(self.application))
 
     @staticmethod
     def _publish(context: Context, decision: dict[str, Any], command: list[str]) -> None:
