@@ -85,6 +85,17 @@ def test_an_existing_file_is_kept_unless_forced(store: Bellamy, tmp_path: Path) 
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no partial file left
 
 
+def test_a_name_of_another_format_is_refused_and_nothing_is_written(store: Bellamy, tmp_path: Path) -> None:
+    """`history export runs.parquet` wrote CSV text under a Parquet name."""
+    path = tmp_path / "runs.parquet"
+    with pytest.raises(InvalidInputError, match=r"names a \.parquet file") as err:
+        store.export_runs(path)
+    assert err.value.field == "path"
+    assert main(["--store-url", store.store.url, "history", "export", str(path)]) == 2
+    assert not path.exists()
+    assert main(["--store-url", store.store.url, "history", "export", str(tmp_path / "runs.tsv")]) == 0
+
+
 def test_nothing_to_export_is_an_error_and_writes_no_file(store: Bellamy, tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError) as err:
         store.export_runs(tmp_path / "none.csv", "kmeans")

@@ -174,6 +174,13 @@ def _separator(path: Path) -> str:
     return "\t" if path.suffix.lower() in {".tsv", ".tab"} else ","
 
 
+# Names that promise another format: the runs file is text (CSV, TSV for .tsv/.tab), never
+# written under a name a reader would open as something else.
+_OTHER_FORMATS = frozenset(
+    {".parquet", ".pq", ".json", ".jsonl", ".xlsx", ".xls", ".avro", ".orc", ".feather"}
+)
+
+
 def write_runs_file(runs: pd.DataFrame, path: str | Path, *, overwrite: bool = False) -> int:
     """Write runs in the canonical columns to a CSV/TSV file ``load_runs_file`` reads back (the
     separator follows the suffix); returns the rows written.
@@ -184,6 +191,10 @@ def write_runs_file(runs: pd.DataFrame, path: str | Path, *, overwrite: bool = F
     p = Path(path)
     if p.is_dir():
         raise InvalidInputError("path", str(p), "is a directory; give a file name")
+    if p.suffix.lower() in _OTHER_FORMATS:
+        raise InvalidInputError(
+            "path", str(p), f"names a {p.suffix} file; runs are written as CSV (.csv) or TSV (.tsv)"
+        )
     if p.exists() and not overwrite:
         raise InvalidInputError("path", str(p), "exists already; pass overwrite=True (--force) to replace it")
     if not p.parent.is_dir():
