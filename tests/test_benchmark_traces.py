@@ -216,3 +216,32 @@ def test_a_model_cache_pretrains_each_split_once(traces: Path, tmp_path: Path) -
     np.testing.assert_array_equal(again.predict(context, [1, 4, 8]), first.predict(context, [1, 4, 8]))
     pretrain(task, 1, True, cache)  # another seed is another model
     assert len(list(cache.iterdir())) == 2
+
+
+def test_more_draws_keep_the_first_draw_and_each_context_one_bootstrap_unit(
+    traces: Path, tmp_path: Path
+) -> None:
+    from airflow_provider_bellamy.benchmarks.accuracy import _evaluate_task
+
+    data = benchmark_runs(traces=traces)
+    task = next(held_out_tasks(data, 0))
+    kwargs = {"quick": True, "confidence": 0.9, "model_cache": tmp_path / "models"}
+    one = _evaluate_task(data, 0, task, **kwargs)
+    three = _evaluate_task(data, 0, task, draws=3, **kwargs)
+    contexts = task.held_out["context_id"].nunique()
+    for k in range(1, 6):
+        # the first draw is the one-draw benchmark's, run for run; the others add as many again
+        assert three.covered[k][: len(one.covered[k])] == one.covered[k]
+        assert len(three.covered[k]) > len(one.covered[k])
+        assert len(three.errors["bellamy"][k]) == len(three.covered[k])
+        # one band row per context, holding every draw's runs
+        rows = np.array(three.bands["bellamy"][k])
+        assert len(rows) == len(one.bands["bellamy"][k]) == contexts
+        assert rows[:, 0].sum() == len(three.covered[k])
+        assert rows[:, 1].sum() == sum(three.covered[k])
+
+
+def test_a_draw_count_under_one_is_refused_naming_the_field(traces: Path) -> None:
+    with pytest.raises(InvalidInputError) as error:
+        run_accuracy(traces=traces, quick=True, draws=0)
+    assert error.value.field == "draws"

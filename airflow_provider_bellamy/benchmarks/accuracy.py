@@ -18,7 +18,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -35,8 +35,12 @@ from airflow_provider_bellamy.benchmarks.common import (
     pretrain,
     protocol_title,
     render_skipped,
+    validate_count,
 )
 from airflow_provider_bellamy.records import validate_confidence
+
+if TYPE_CHECKING:
+    from airflow_provider_bellamy.model import RuntimeModel
 
 MODELS = ("bellamy", "ernest", "gbm")
 # the models whose band the report measures (GBM and the nearest curves give a point only)
@@ -61,12 +65,17 @@ def run_accuracy(
     confidence: float = 0.9,
     workers: int = 1,
     model_cache: str | Path | None = None,
+    draws: int = 1,
 ) -> dict[str, Any]:
     """The accuracy protocol on a bundled set, or on the runs of a ``traces`` file split by
     ``protocol`` (see ``benchmark_runs``); ``confidence``: the band whose coverage is measured;
     ``workers``: processes the held-out tasks are spread over (the same figures); ``model_cache``:
-    a folder pre-trained models are kept in and read back from (``common.pretrain``)."""
+    a folder pre-trained models are kept in and read back from (``common.pretrain``); ``draws``:
+    how many times each held-out context's k fine-tuning runs are drawn (the first draw is the
+    one-draw benchmark's; every figure pools the draws, the band's interval still resamples
+    contexts)."""
     confidence = validate_confidence(confidence)
+    draws = validate_count("draws", draws)
     data, results = evaluate_held_out_tasks(
         _evaluate_task,
         dataset=dataset,
@@ -78,6 +87,7 @@ def run_accuracy(
         progress=progress,
         quick=quick,
         model_cache=model_cache,
+        draws=draws,
     )
     # errors[model][algorithm][k] → list of per-run relative errors
     errors: dict[str, dict[str, dict[int, list[float]]]] = {
@@ -113,6 +123,7 @@ def run_accuracy(
         predict_s,
         {
             **data.report_fields(),
+            "draws": draws,
             "coverage": _coverage(covered, confidence),
             "band": {"confidence": confidence, **{m: band_report(bands[m]) for m in BAND_MODELS}},
         },
@@ -142,6 +153,7 @@ def _evaluate_task(
     quick: bool,
     confidence: float,
     model_cache: str | Path | None,
+    draws: int = 1,
 ) -> _TaskResult:
     models = _models(data)
     t0 = time.perf_counter()
@@ -152,10 +164,32 @@ def _evaluate_task(
         defaultdict(list),
         time.perf_counter() - t0,
     )
-    errors = result.errors
     gbm = GbmBaseline(task.train, seed)
     nearest = None if data.dimension is None else NearestCurves(task.train, data.dimension, task.held_out)
     rng = np.random.default_rng(10_000 + seed * 100 + task.fold)
+    # one BAND_SUMS row per model, k and context, summed over the draws: a context's draws share
+    # its runs, so the context stays the bootstrap's unit
+    band_rows: dict[str, dict[int, dict[Any, np.ndarray]]] = {m: defaultdict(dict) for m in BAND_MODELS}
+    for _ in range(draws):
+        _evaluate_draw(general, task, result, band_rows, gbm, nearest, rng, confidence)
+    for model, by_k in band_rows.items():
+        for k, rows in by_k.items():
+            result.bands[model][k].extend(rows.values())
+    return result
+
+
+def _evaluate_draw(
+    general: RuntimeModel,
+    task: HeldOutTask,
+    result: _TaskResult,
+    band_rows: dict[str, dict[int, dict[Any, np.ndarray]]],
+    gbm: GbmBaseline,
+    nearest: NearestCurves | None,
+    rng: np.random.Generator,
+    confidence: float,
+) -> None:
+    """One draw of every held-out context's k runs, for each k: the errors and band rows it adds."""
+    errors = result.errors
     # every held-out context gets its k points first, so GBM trains once per k
     draws = {
         k: {cid: task.draw(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
@@ -171,7 +205,7 @@ def _evaluate_task(
         test_frame = pd.concat(tests_all)
         gbm_pred = gbm.fit_predict(extra.drop(columns=["context_id"]), test_frame)
         errors["gbm"][k].extend(_mre(gbm_pred, test_frame["runtime_s"].to_numpy()))
-        for points, test in draws[k].values():
+        for cid, (points, test) in draws[k].items():
             if test.empty:
                 continue
             ctx = test.iloc[0].to_dict()
@@ -186,15 +220,18 @@ def _evaluate_task(
             pred, lower, upper = tuned.predict_band(ctx, ns.tolist(), confidence)
             errors["bellamy"][k].extend(_mre(pred, actual))
             result.covered[k].extend(bool(c) for c in actual <= upper)
-            result.bands["bellamy"][k].append(band_sums(actual, lower, upper))
+            _add_row(band_rows["bellamy"][k], cid, band_sums(actual, lower, upper))
             ern = ernest_band(points, ns, confidence)
             if ern is not None:
                 errors["ernest"][k].extend(_mre(ern[0], actual))
-                result.bands["ernest"][k].append(band_sums(actual, ern[1], ern[2]))
+                _add_row(band_rows["ernest"][k], cid, band_sums(actual, ern[1], ern[2]))
             near = None if nearest is None else nearest.predict(ctx, points, ns)
             if near is not None:
                 errors["nearest_curves"][k].extend(_mre(near, actual))
-    return result
+
+
+def _add_row(rows: dict[Any, np.ndarray], context: Any, row: np.ndarray) -> None:
+    rows[context] = row if context not in rows else rows[context] + row
 
 
 def _models(data: BenchmarkRuns) -> tuple[str, ...]:
@@ -324,7 +361,7 @@ def render_accuracy(report: dict[str, Any]) -> None:
         return "—" if v is None else f"{100 * v:.2f}%"
 
     table = Table(
-        title=f"Mean relative error, {report['dataset']}{protocol_title(report)} ({report['seeds']} seed(s){', quick' if report['quick'] else ''})"
+        title=f"Mean relative error, {report['dataset']}{protocol_title(report)} ({report['seeds']} seed(s){_draws_title(report)}{', quick' if report['quick'] else ''})"
     )
     table.add_column("algorithm")
     table.add_column("model")
@@ -370,6 +407,11 @@ _BAND_LABELS = {
     "inside": "inside",
     "mean_log_width": "log width",
 }
+
+
+def _draws_title(report: dict[str, Any]) -> str:
+    draws = report.get("draws", 1)
+    return "" if draws == 1 else f", {draws} draws of each context's runs"
 
 
 def _render_band(console: Any, model: str, measured: dict[str, Any], confidence: float) -> None:

@@ -23,6 +23,13 @@ def register(subparsers: Any) -> None:
     acc.add_argument(
         "--quick", action="store_true", help="1 seed and a smaller ensemble (< 3 min on 2 cores)"
     )
+    acc.add_argument(
+        "--draws",
+        type=int,
+        default=1,
+        help="draws of each held-out context's k fine-tuning runs (default 1); every figure pools "
+        "them: more draws, band cells that one context's draw does not move",
+    )
     acc.add_argument("--json", dest="json_path", default=None, help="write the results as JSON here")
     _add_workers_argument(acc)
     acc.set_defaults(func=_accuracy)
@@ -157,6 +164,7 @@ def _accuracy(args: argparse.Namespace) -> int:
         progress=_progress(),
         workers=args.workers,
         model_cache=args.model_cache,
+        draws=args.draws,
         **_runs(args),
     )
     render_accuracy(report)
