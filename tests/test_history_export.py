@@ -126,6 +126,30 @@ def test_a_bad_provenance_value_in_a_file_names_its_line(tmp_path: Path, capsys)
     assert Bellamy(url).count_runs() == 0
 
 
+def test_a_column_mixing_epoch_seconds_and_iso_text_is_read_per_value(tmp_path: Path, capsys) -> None:
+    """One number in a column of ISO text turns the column into text: each value is still read as
+    what it is (naive ISO text as UTC), and only a value that is neither is refused."""
+    path = tmp_path / "runs.csv"
+    path.write_text(
+        "job_type,framework,scale_out,runtime_s,machine,started_at\n"
+        "etl,spark,4,100,m5,1700000000\n"
+        "etl,spark,8,60,m5,2023-11-14T22:13:20\n"
+        "etl,spark,6,70,m5,2023-11-15T00:13:20+02:00\n"
+        "etl,spark,2,150,m5,1700000000.5\n"
+    )
+    url = f"sqlite:///{tmp_path / 'import.db'}"
+    assert main(["--store-url", url, "history", "import", str(path)]) == 0
+    stamps = Bellamy(url).runs_frame(successful_only=False).sort_values("scale_out")["started_at"]
+    expected = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
+    got = [dt.datetime.fromisoformat(str(s)) for s in stamps]
+    assert got == [expected + dt.timedelta(seconds=0.5), expected, expected, expected]
+    bad = tmp_path / "bad.csv"
+    bad.write_text(path.read_text() + "etl,spark,10,50,m5,last tuesday\n")
+    assert main(["--store-url", url, "history", "import", str(bad)]) == 2
+    assert f"{bad} line 6: started_at='last tuesday'" in capsys.readouterr().err
+    assert Bellamy(url).count_runs() == 4
+
+
 def test_importing_stored_tries_again_reports_none_added(store: Bellamy, tmp_path: Path, capsys) -> None:
     """An export read back into its own store adds no Airflow try twice: the CLI says so rather
     than counting the rows the store already held as imported."""
