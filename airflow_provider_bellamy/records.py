@@ -523,20 +523,37 @@ def optional_seconds(value: Any, field: str, where: str | None) -> float | None:
 
 
 def validate_timestamp(value: Any, field: str, where: str | None) -> dt.datetime | None:
-    """A timezone-aware datetime (naive times are taken as UTC), or None when absent."""
+    """A timezone-aware datetime (naive times are taken as UTC), or None when absent.
+
+    A number, or text that is one, is seconds since the epoch: a CSV column mixing epoch seconds
+    and ISO text reaches here as text, and each value must mean what it means in a column of its
+    own kind (a column of numbers alone arrives as numbers).
+    """
     if is_missing(value):
         return None
+    problem = "must be a datetime, an ISO 8601 timestamp or seconds since the epoch"
+    seconds: Any = value
+    if isinstance(value, str):
+        try:
+            seconds = float(value.strip())
+        except ValueError:
+            seconds = None
     if isinstance(value, dt.datetime):
         stamp = value
+    elif isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        try:
+            if not math.isfinite(seconds):
+                raise ValueError
+            stamp = dt.datetime.fromtimestamp(float(seconds), tz=dt.timezone.utc)
+        except (ValueError, OverflowError, OSError):
+            raise InvalidInputError(field, value, problem, where=where) from None
     elif isinstance(value, str):
         try:
             stamp = dt.datetime.fromisoformat(value.strip())
         except ValueError:
-            raise InvalidInputError(field, value, "must be an ISO 8601 timestamp", where=where) from None
-    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        stamp = dt.datetime.fromtimestamp(float(value), tz=dt.timezone.utc)
+            raise InvalidInputError(field, value, problem, where=where) from None
     else:
-        raise InvalidInputError(field, value, "must be a datetime or an ISO 8601 timestamp", where=where)
+        raise InvalidInputError(field, value, problem, where=where)
     if hasattr(stamp, "to_pydatetime"):  # pandas Timestamp
         stamp = stamp.to_pydatetime()
     if stamp.tzinfo is None:

@@ -6,13 +6,16 @@ Validation of a run lives in ``records``; this module is what touches the store 
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import (
+    RUN_STATUSES,
     conform_context,
     context_fingerprint,
     prepare_runs,
@@ -142,20 +145,51 @@ def frame(
     return read_frame(store, job_type, successful_only=successful_only, fingerprint=fingerprint)
 
 
+# Runs per page of an export: a year of a large deployment (millions of runs) never sits in
+# memory as one frame (about 5 kB a run there).
+EXPORT_PAGE = 20_000
+
+
 def export(
     store: Store, path: str | Path, job_type: str | None, *, successful_only: bool, overwrite: bool
 ) -> int:
-    """Write the stored runs with their provenance to a CSV/TSV file (canonical columns); returns
-    the runs written. Nothing stored: an error, and no file."""
-    from airflow_provider_bellamy.datasets import write_runs_file
+    """Write the stored runs with their provenance to a CSV/TSV file (canonical columns), a page
+    of runs at a time; returns the runs written. Nothing stored: an error, and no file."""
+    from airflow_provider_bellamy.datasets import write_runs_chunks
 
-    runs = read_frame(store, job_type, successful_only=False, fingerprint=None).drop(columns=["id"])
-    if successful_only:
-        runs = successful_runs(runs)
-    if runs.empty:
+    with store.read("exporting runs") as session:
+        repo = RunRepository(session)
+        newest = repo.newest_any_id(job_type)
+        firsts = repo.first_of_each_context(job_type) if newest is not None else []
+    # the columns a frame of every run would have: the first run's, then properties that
+    # first appear in later contexts
+    columns = [c for c in runs_frame(firsts[:1], provenance=True).columns if c != "id"]
+    for run in firsts[1:]:
+        columns += [k for k in run.context if k not in columns]
+
+    def paged(status: str | None) -> Iterator[Run]:
+        after = 0
+        while newest is not None and after < newest:
+            with store.read("exporting runs") as session:
+                rows = RunRepository(session).page(after, newest, EXPORT_PAGE, job_type, status)
+            if not rows:
+                return
+            after = rows[-1].id
+            yield from rows
+
+    def pages() -> Iterator[pd.DataFrame]:
+        # one job type's runs in id order: a stream per status, merged
+        streams = [paged(None)] if job_type is None else [paged(status) for status in RUN_STATUSES]
+        runs = heapq.merge(*streams, key=lambda run: run.id)
+        while rows := list(itertools.islice(runs, EXPORT_PAGE)):
+            frame = runs_frame(rows, provenance=True).drop(columns=["id"])
+            yield successful_runs(frame) if successful_only else frame
+
+    written = write_runs_chunks(pages(), columns, path, overwrite=overwrite)
+    if not written:
         field, value = ("job_type", job_type) if job_type is not None else ("store", store.display_url)
         raise InvalidInputError(field, value, "has no stored runs to export")
-    return write_runs_file(runs, path, overwrite=overwrite)
+    return written
 
 
 def import_traces(store: Store, name: str, *, append: bool) -> dict[str, int]:

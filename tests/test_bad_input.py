@@ -286,6 +286,45 @@ def test_a_store_in_a_folder_without_write_permission_is_a_clear_error(tmp_path:
 # --------------------------------------------------------------------------- D8: store URLs
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["history", "list"],
+        ["history", "export", "runs.csv"],
+        ["decisions", "list"],
+        ["decisions", "show", "1"],
+        ["models", "list"],
+        ["train"],
+        ["predict", "grep", "--set", "a=1", "--scale-outs", "2-8"],
+        ["size", "grep", "--set", "a=1", "--scale-outs", "2-8", "--target", "10m"],
+    ],
+)
+def test_a_command_that_reads_refuses_a_store_that_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """A mistyped SQLite path read as an empty store (exit 0, "no runs stored"); a write still
+    creates the store, and an existing store reads as before."""
+    monkeypatch.chdir(tmp_path)
+    typo = tmp_path / "bellamy-typo.db"
+    assert main(["--store-url", f"sqlite:///{typo}", *command]) == 2
+    err = capsys.readouterr().err
+    assert f"no model store at sqlite+pysqlite:///{typo} (no such file)" in err
+    assert not typo.exists() and not (tmp_path / "runs.csv").exists()
+
+
+def test_the_first_write_still_creates_a_store_a_read_then_finds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    assert main(["--store-url", url, "history", "import", "--traces", "bell"]) == 0
+    assert main(["--store-url", url, "history", "list", "--limit", "1"]) == 0
+    assert "runs (1 newest of" in capsys.readouterr().out
+    # the library's reads still see a store that does not exist yet as empty (an operator's
+    # look-ups before its first record), without creating it
+    missing = tmp_path / "later.db"
+    assert Bellamy(f"sqlite:///{missing}").count_runs() == 0 and not missing.exists()
+
+
 def test_a_non_numeric_port_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(InvalidInputError, match="port is not a number") as err:
         parse_url("postgresql+psycopg://bellamy:s3cret@db.example:54x2/bellamy")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from airflow_provider_bellamy.cli import main
-from airflow_provider_bellamy.datasets import load_runs_file, load_traces
+from airflow_provider_bellamy.datasets import load_runs_file, load_traces, write_runs_file
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.facade import Bellamy
 
@@ -61,6 +61,38 @@ def test_export_then_import_gives_the_same_runs(store: Bellamy, tmp_path: Path) 
     assert len(observed) == 3
     copy.record_runs(observed)
     assert copy.count_runs() == 108
+
+
+def test_export_reads_the_store_a_page_at_a_time(
+    store: Bellamy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A year of a large deployment (millions of runs, ~5 kB each as one frame) must not be read
+    into memory at once: pages of EXPORT_PAGE runs, written under the columns one frame of every
+    run would have (a property first seen in a later context included)."""
+    from airflow_provider_bellamy import run_history
+
+    store.record_run(
+        job_type="etl", framework="spark", scale_out=3, runtime_s=99.0, context={**CONTEXT, "tier": "gold"}
+    )
+    whole = tmp_path / "whole.csv"
+    write_runs_file(store.runs_frame(successful_only=False).drop(columns=["id"]), whole)
+    sizes: list[int] = []
+    framed = run_history.runs_frame
+
+    def counting(rows, **kwargs):
+        rows = list(rows)
+        sizes.append(len(rows))
+        return framed(rows, **kwargs)
+
+    monkeypatch.setattr(run_history, "EXPORT_PAGE", 7)
+    monkeypatch.setattr(run_history, "runs_frame", counting)
+    paged = tmp_path / "paged.csv"
+    assert store.export_runs(paged) == 109
+    assert max(sizes) <= 7 and sum(sizes) >= 109
+    a, b = pd.read_csv(whole), pd.read_csv(paged)
+    assert list(a.columns) == list(b.columns) and a.columns[-1] == "tier"
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+    assert store.export_runs(paged, "etl", successful_only=True, overwrite=True) == 3
 
 
 def test_export_narrows_to_a_job_type_and_to_successful_runs(store: Bellamy, tmp_path: Path) -> None:
@@ -124,6 +156,30 @@ def test_a_bad_provenance_value_in_a_file_names_its_line(tmp_path: Path, capsys)
     assert main(["--store-url", url, "history", "import", str(path)]) == 2
     assert f"{path} line 4: started_at='yesterday'" in capsys.readouterr().err
     assert Bellamy(url).count_runs() == 0
+
+
+def test_a_column_mixing_epoch_seconds_and_iso_text_is_read_per_value(tmp_path: Path, capsys) -> None:
+    """One number in a column of ISO text turns the column into text: each value is still read as
+    what it is (naive ISO text as UTC), and only a value that is neither is refused."""
+    path = tmp_path / "runs.csv"
+    path.write_text(
+        "job_type,framework,scale_out,runtime_s,machine,started_at\n"
+        "etl,spark,4,100,m5,1700000000\n"
+        "etl,spark,8,60,m5,2023-11-14T22:13:20\n"
+        "etl,spark,6,70,m5,2023-11-15T00:13:20+02:00\n"
+        "etl,spark,2,150,m5,1700000000.5\n"
+    )
+    url = f"sqlite:///{tmp_path / 'import.db'}"
+    assert main(["--store-url", url, "history", "import", str(path)]) == 0
+    stamps = Bellamy(url).runs_frame(successful_only=False).sort_values("scale_out")["started_at"]
+    expected = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
+    got = [dt.datetime.fromisoformat(str(s)) for s in stamps]
+    assert got == [expected + dt.timedelta(seconds=0.5), expected, expected, expected]
+    bad = tmp_path / "bad.csv"
+    bad.write_text(path.read_text() + "etl,spark,10,50,m5,last tuesday\n")
+    assert main(["--store-url", url, "history", "import", str(bad)]) == 2
+    assert f"{bad} line 6: started_at='last tuesday'" in capsys.readouterr().err
+    assert Bellamy(url).count_runs() == 4
 
 
 def test_importing_stored_tries_again_reports_none_added(store: Bellamy, tmp_path: Path, capsys) -> None:

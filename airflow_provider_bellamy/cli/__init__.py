@@ -55,6 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if getattr(args, "reads_store", False):
+            # A command that only reads must not report an empty store for a mistyped path.
+            from airflow_provider_bellamy.store import Store
+
+            Store(args.store_url).require_existing()
         return int(args.func(args) or 0)
     except BellamyError as exc:
         print(f"bellamy: error: {exc}", file=sys.stderr)

@@ -13,10 +13,10 @@ def register(subparsers: Any) -> None:
     lst = sub.add_parser("list", help="the newest decisions, newest first")
     lst.add_argument("--job-type", default=None)
     lst.add_argument("--limit", type=int, default=20)
-    lst.set_defaults(func=_list)
+    lst.set_defaults(func=_list, reads_store=True)
     show = sub.add_parser("show", help="one decision with every candidate, as JSON")
     show.add_argument("decision_id", type=int, metavar="DECISION_ID")
-    show.set_defaults(func=_show)
+    show.set_defaults(func=_show, reads_store=True)
     pr = sub.add_parser("prune", help="delete decisions older than a duration (their runs stay)")
     pr.add_argument(
         "--older-than", required=True, metavar="DURATION", help="e.g. 90d, 12h, 2w, 1d12h (s, m, h, d, w)"

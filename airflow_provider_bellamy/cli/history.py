@@ -33,12 +33,12 @@ def register(subparsers: Any) -> None:
     exp.add_argument("--job-type", default=None)
     exp.add_argument("--successful-only", action="store_true", help="leave out failed runs")
     exp.add_argument("--force", action="store_true", help="replace FILE if it exists")
-    exp.set_defaults(func=_export)
+    exp.set_defaults(func=_export, reads_store=True)
     lst = sub.add_parser("list", help="the newest stored runs")
     lst.add_argument("--job-type", default=None)
     lst.add_argument("--status", choices=("success", "failed"), default=None)
     lst.add_argument("--limit", type=int, default=20)
-    lst.set_defaults(func=_list)
+    lst.set_defaults(func=_list, reads_store=True)
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -12,13 +12,13 @@ def register(subparsers: Any) -> None:
     lst = sub.add_parser("list", help="model versions per job type (general models; --all adds fine-tuned)")
     lst.add_argument("--job-type", default=None)
     lst.add_argument("--all", action="store_true", help="include the per-context fine-tuned copies")
-    lst.set_defaults(func=_list)
+    lst.set_defaults(func=_list, reads_store=True)
     pro = sub.add_parser("promote", help="make a version the active one of its job type")
     pro.add_argument("version_id", type=int, metavar="VERSION_ID")
-    pro.set_defaults(func=_promote)
+    pro.set_defaults(func=_promote, reads_store=True)
     rb = sub.add_parser("rollback", help="re-activate the version that was active before the current one")
     rb.add_argument("job_type", metavar="JOB_TYPE")
-    rb.set_defaults(func=_rollback)
+    rb.set_defaults(func=_rollback, reads_store=True)
     pr = sub.add_parser(
         "prune",
         help="delete model versions nothing uses: never an active version nor a context's copy of it",

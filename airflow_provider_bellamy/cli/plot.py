@@ -15,7 +15,7 @@ def register(subparsers: Any) -> None:
     add_sizing_arguments(parser)
     parser.add_argument("--target", type=float, default=None, help="runtime target in seconds")
     parser.add_argument("--out", default="bellamy-sizing.png", help="PNG file to write")
-    parser.set_defaults(func=_plot)
+    parser.set_defaults(func=_plot, reads_store=True)
 
 
 def _plot(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from airflow_provider_bellamy.spec import ON_INFEASIBLE, parse_duration
 def register(subparsers: Any) -> None:
     pred = subparsers.add_parser("predict", help="predicted runtime per scale-out, with its band")
     add_sizing_arguments(pred)
-    pred.set_defaults(func=_predict)
+    pred.set_defaults(func=_predict, reads_store=True)
 
     size = subparsers.add_parser("size", help="the smallest scale-out that meets a runtime target")
     add_sizing_arguments(size)
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
         "predicted to meet it, giving up the confidence (run-likely), or the largest (run-max)",
     )
     size.add_argument("--json", action="store_true", help="print the decision as JSON")
-    size.set_defaults(func=_size)
+    size.set_defaults(func=_size, reads_store=True)
 
 
 def _seconds(value: float | None) -> str:

@@ -19,7 +19,7 @@ def register(subparsers: Any) -> None:
         "--time-budget", default=None, help="per job type: seconds or a duration (600, 10m, PT10M)"
     )
     parser.add_argument("--force", action="store_true", help="retrain even when no run changed")
-    parser.set_defaults(func=_train)
+    parser.set_defaults(func=_train, reads_store=True)
 
 
 def _train(args: argparse.Namespace) -> int:

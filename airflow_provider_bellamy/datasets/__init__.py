@@ -9,6 +9,7 @@ from airflow_provider_bellamy.datasets.loaders import (
     available_traces,
     load_runs_file,
     load_traces,
+    write_runs_chunks,
     write_runs_file,
 )
 
@@ -18,5 +19,6 @@ __all__ = [
     "available_traces",
     "load_runs_file",
     "load_traces",
+    "write_runs_chunks",
     "write_runs_file",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,49 @@ def write_runs_file(runs: pd.DataFrame, path: str | Path, *, overwrite: bool = F
     An existing file is kept unless ``overwrite``; the file appears whole or not at all (written
     beside it, then renamed), so a failed export never leaves half a file in its place.
     """
+    p = _target(path, overwrite)
+    partial = p.with_name(f".{p.name}.partial")
+    try:
+        runs.to_csv(partial, sep=_separator(p), index=False)
+        partial.replace(p)
+    finally:
+        partial.unlink(missing_ok=True)
+    return len(runs)
+
+
+def write_runs_chunks(
+    chunks: Iterable[pd.DataFrame], columns: list[str], path: str | Path, *, overwrite: bool = False
+) -> int:
+    """``write_runs_file`` for runs that come in chunks, each written in ``columns`` under one
+    header: a store's year of runs does not fit in memory as one frame. Returns the rows written;
+    none: no file is left."""
+    p = _target(path, overwrite)
+    partial = p.with_name(f".{p.name}.partial")
+    written = 0
+    try:
+        with partial.open("w", newline="", encoding="utf-8") as handle:
+            for chunk in chunks:
+                if chunk.empty:
+                    continue
+                chunk = chunk.reindex(columns=columns)
+                for col in _NULLABLE_INT_COLUMNS & set(columns):
+                    # whole numbers or nothing in every chunk, not 1.0 where a chunk has an empty one
+                    chunk[col] = chunk[col].astype("Int64")
+                chunk.to_csv(handle, sep=_separator(p), index=False, header=written == 0)
+                written += len(chunk)
+        if written:
+            partial.replace(p)
+    finally:
+        partial.unlink(missing_ok=True)
+    return written
+
+
+# Provenance columns holding integers or nothing (pandas would write 1.0 beside an empty value).
+_NULLABLE_INT_COLUMNS = frozenset({"map_index", "try_number", "decision_id", "requested_scale_out"})
+
+
+def _target(path: str | Path, overwrite: bool) -> Path:
+    """The file to write runs to, checked before anything is read or written."""
     p = Path(path)
     if p.is_dir():
         raise InvalidInputError("path", str(p), "is a directory; give a file name")
@@ -199,10 +243,4 @@ def write_runs_file(runs: pd.DataFrame, path: str | Path, *, overwrite: bool = F
         raise InvalidInputError("path", str(p), "exists already; pass overwrite=True (--force) to replace it")
     if not p.parent.is_dir():
         raise InvalidInputError("path", str(p), f"its folder {p.parent} does not exist")
-    partial = p.with_name(f".{p.name}.partial")
-    try:
-        runs.to_csv(partial, sep=_separator(p), index=False)
-        partial.replace(p)
-    finally:
-        partial.unlink(missing_ok=True)
-    return len(runs)
+    return p

@@ -117,7 +117,11 @@ class BellamyHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """Used by the UI's "Test" button: connect and read the store's schema version."""
         try:
-            status = self.get_facade().schema_status()
+            facade = self.get_facade()
+            status = facade.schema_status()
+            if status.state == "missing":
+                # a mistyped path would otherwise test green and read as an empty store
+                facade.store.require_existing()
             url, _ = self.resolve()
             return True, f"Bellamy store reachable ({_redact(url) if url else 'embedded SQLite'}): {status}"
         except Exception as exc:

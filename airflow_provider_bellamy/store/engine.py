@@ -244,15 +244,38 @@ def translate_errors(url: URL, what: str) -> Iterator[None]:
         yield
     except DBAPIError as exc:
         if is_connection_error(exc):
+            hint = ""
+            path = sqlite_path(url)
+            if path is not None and "readonly database" in str(exc.orig).lower():
+                # WAL: even a read writes {name}-shm (and -wal) beside the file
+                hint = (
+                    f" (this user cannot write {path} or its folder {path.parent}: SQLite writes "
+                    f"{path.name}-wal and {path.name}-shm there even to read the store; give this user "
+                    "write access to both, or read a copy of the store in a folder it can write)"
+                )
             raise StoreError(
-                f"cannot use the model store at {safe_url(url)} while {what}: {_first_line(exc.orig)}"
+                f"cannot use the model store at {safe_url(url)} while {what}: {_first_line(exc.orig)}{hint}"
             ) from exc
         if is_lock_error(exc):
             raise StoreError(
                 f"the model store at {safe_url(url)} stayed locked by other writers while {what}: "
                 f"{_first_line(exc.orig)}"
             ) from exc
+        if is_permission_error(exc):
+            raise StoreError(
+                f"the model store at {safe_url(url)} refused this user while {what}: "
+                f"{_first_line(exc.orig)} (a read-only role: grant it SELECT, INSERT, UPDATE and DELETE "
+                "on the store's tables and USAGE on their sequences, or give a URL whose role may write)"
+            ) from exc
         raise
+
+
+def is_permission_error(exc: BaseException) -> bool:
+    """PostgreSQL's insufficient privilege (a read-only role writing, or a role without SELECT)."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    sqlstate = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
+    return sqlstate == "42501"
 
 
 def _first_line(err: object) -> str:

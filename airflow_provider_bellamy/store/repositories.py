@@ -196,6 +196,35 @@ class RunRepository:
         stmt = self._filtered(sa.select(sa.func.count(Run.id)), job_type, status, source, dataset)
         return int(self.session.execute(stmt).scalar_one())
 
+    def first_of_each_context(self, job_type: str | None = None) -> list[Run]:
+        """The oldest run of every context (of ``job_type``), oldest first: which properties the
+        store's runs have, in the order they first appear, without reading every run."""
+        first = self._filtered(
+            sa.select(sa.func.min(Run.id)).group_by(Run.job_type, Run.context_fingerprint),
+            job_type,
+            None,
+            None,
+            None,
+        )
+        return list(self.session.scalars(sa.select(Run).where(Run.id.in_(first)).order_by(Run.id)))
+
+    def page(
+        self, after_id: int, up_to_id: int, limit: int, job_type: str | None = None, status: str | None = None
+    ) -> list[Run]:
+        """Up to ``limit`` runs with ``after_id`` < id <= ``up_to_id``, oldest first (keyset paging,
+        each page a seek: in the primary key, or with a job type and status in ``ix_runs_training``;
+        a job type alone would sort all its runs for every page)."""
+        stmt = self._filtered(
+            sa.select(Run).where(Run.id > after_id, Run.id <= up_to_id), job_type, status, None, None
+        )
+        return list(self.session.scalars(stmt.order_by(Run.id).limit(limit)))
+
+    def newest_any_id(self, job_type: str | None = None) -> int | None:
+        """The newest run's id, whatever its status (of ``job_type``)."""
+        return self.session.execute(
+            self._filtered(sa.select(sa.func.max(Run.id)), job_type, None, None, None)
+        ).scalar()
+
     @staticmethod
     def _filtered(
         stmt: Any, job_type: str | None, status: str | None, source: str | None, dataset: str | None

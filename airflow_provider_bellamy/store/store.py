@@ -175,6 +175,16 @@ class Store:
             return SchemaStatus("outdated", revision)
         return SchemaStatus("unknown", revision)
 
+    def require_existing(self) -> None:
+        """StoreError when the embedded store's file does not exist: a command that only reads would
+        otherwise report an empty store for a mistyped path. A PostgreSQL database that does not
+        exist fails to connect, and one without the schema is refused by ensure_schema."""
+        if self.sqlite_file is not None and not self.sqlite_file.exists():
+            raise StoreError(
+                f"there is no model store at {self.display_url} (no such file): check the store URL; a "
+                "store is created by its first write (`bellamy history import`) or by `bellamy db upgrade`"
+            )
+
     def current_revision(self) -> str | None:
         return self.schema_status().revision
 

@@ -85,3 +85,17 @@ def test_test_connection_reports_reachability(bellamy_store: object, monkeypatch
     )
     ok, message = BellamyHook("bellamy_down").test_connection()
     assert not ok and message
+
+
+def test_test_connection_fails_for_a_sqlite_store_that_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped path tested green ("reachable ... missing") and read as an empty store."""
+    typo = tmp_path / "bellamy-typo.db"
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BELLAMY_TYPO",
+        connection_json("bellamy", extra={"store_url": f"sqlite:///{typo}"}),
+    )
+    ok, message = BellamyHook("bellamy_typo").test_connection()
+    assert not ok and f"no model store at sqlite+pysqlite:///{typo} (no such file)" in message
+    assert not typo.exists()
