@@ -527,7 +527,8 @@ def validate_timestamp(value: Any, field: str, where: str | None) -> dt.datetime
 
     A number, or text that is one, is seconds since the epoch: a CSV column mixing epoch seconds
     and ISO text reaches here as text, and each value must mean what it means in a column of its
-    own kind (a column of numbers alone arrives as numbers).
+    own kind (a column of numbers alone arrives as numbers). Text that reads both ways (``20231114``,
+    an ISO basic date) is refused rather than guessed.
     """
     if is_missing(value):
         return None
@@ -538,6 +539,19 @@ def validate_timestamp(value: Any, field: str, where: str | None) -> dt.datetime
             seconds = float(value.strip())
         except ValueError:
             seconds = None
+        else:
+            try:
+                as_date = dt.datetime.fromisoformat(value.strip())
+            except ValueError:
+                pass
+            else:
+                raise InvalidInputError(
+                    field,
+                    value,
+                    f"reads both as the date {as_date.date().isoformat()} and as {value.strip()} seconds "
+                    "since the epoch: write the date with dashes or the seconds as a number",
+                    where=where,
+                )
     if isinstance(value, dt.datetime):
         stamp = value
     elif isinstance(seconds, (int, float)) and not isinstance(seconds, bool):

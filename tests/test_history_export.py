@@ -180,6 +180,12 @@ def test_a_column_mixing_epoch_seconds_and_iso_text_is_read_per_value(tmp_path: 
     assert main(["--store-url", url, "history", "import", str(bad)]) == 2
     assert f"{bad} line 6: started_at='last tuesday'" in capsys.readouterr().err
     assert Bellamy(url).count_runs() == 4
+    # an ISO basic date is also a number: refused, not guessed
+    both = tmp_path / "both.csv"
+    both.write_text(path.read_text() + "etl,spark,10,50,m5,20231114\n")
+    assert main(["--store-url", url, "history", "import", str(both)]) == 2
+    assert "started_at='20231114'" in capsys.readouterr().err
+    assert Bellamy(url).count_runs() == 4
 
 
 def test_importing_stored_tries_again_reports_none_added(store: Bellamy, tmp_path: Path, capsys) -> None:
