@@ -720,6 +720,7 @@ def combine_nearest(
     log_y: np.ndarray,
     noise_sd: float,
     run_sd: float | None = None,
+    refit_split: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One curve (log scale-outs, log runtime) from candidate nearest curves, each rescaled to the
     runs (``scale_outs``, ``log_y``) and weighted by how well its shape then fits them:
@@ -734,7 +735,9 @@ def combine_nearest(
     ``network_at``: the network's log runtime at given scale-outs, which each candidate follows
     beyond its own scale-outs (``nearest_log_runtime``). The result lies on the union of the
     candidates' points; beyond them every candidate follows the network's shape, and so does
-    their mixture."""
+    their mixture. ``refit_split``: runs a doubling apart re-fit each candidate's split of serial
+    and parallel work (``amdahl_refit``); False for a twin's curve (``nearest_weight``), which
+    did the context's own work."""
     ns = np.asarray(scale_outs, dtype=float)
     at = np.unique(np.concatenate([log_n for log_n, _ in candidates]))
     network_runs, network_points = network_at(ns), network_at(np.exp(at))
@@ -756,7 +759,11 @@ def combine_nearest(
     spilling = np.any([superlinear_rise(log_n, curve, ns) > noise_sd for log_n, curve in candidates], axis=0)
     # the candidates' weights: their own shapes' misfit (a re-fitted split fits any curve's runs)
     shapes_at_runs = at_runs
-    if len(np.unique(ns)) >= MIN_SCALE_OUTS_TO_CORRECT:
+    if refit_split and len(np.unique(ns)) >= MIN_SCALE_OUTS_TO_CORRECT:
+        # the split is read off runs no candidate sees a cliff at, at the runs' own noise (where one
+        # does, a run says how deep the context's cliff is), and inside each candidate's points
+        scatter = noise_sd if run_sd is None else run_sd
+        clear = ~np.any([superlinear_rise(log_n, curve, ns) > scatter for log_n, curve in candidates], axis=0)
         refits = [
             amdahl_refit(
                 log_n,
@@ -764,14 +771,15 @@ def combine_nearest(
                 fitted,
                 ns,
                 log_y,
-                noise_sd if run_sd is None else run_sd,
-                (superlinear_rise(log_n, curve, ns) <= (noise_sd if run_sd is None else run_sd))
-                & (np.log(ns) >= log_n[0] - 1e-9)
-                & (np.log(ns) <= log_n[-1] + 1e-9),
+                scatter,
+                clear & (np.log(ns) >= log_n[0] - 1e-9) & (np.log(ns) <= log_n[-1] + 1e-9),
             )
             for (log_n, curve), fitted in zip(candidates, at_runs, strict=True)
         ]
-        candidates = [(log_n, curve + on_curve) for (log_n, curve), (on_curve, _) in zip(candidates, refits, strict=True)]
+        candidates = [
+            (log_n, curve + on_curve)
+            for (log_n, curve), (on_curve, _) in zip(candidates, refits, strict=True)
+        ]
         at_runs = at_runs + np.stack([on_runs for _, on_runs in refits])
     if not spilling.all():
         variance = np.where(spilling, np.inf, variance)
