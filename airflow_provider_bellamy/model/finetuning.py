@@ -720,6 +720,7 @@ def combine_nearest(
     log_y: np.ndarray,
     noise_sd: float,
     run_sd: float | None = None,
+    refit_split: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One curve (log scale-outs, log runtime) from candidate nearest curves, each rescaled to the
     runs (``scale_outs``, ``log_y``) and weighted by how well its shape then fits them:
@@ -734,7 +735,9 @@ def combine_nearest(
     ``network_at``: the network's log runtime at given scale-outs, which each candidate follows
     beyond its own scale-outs (``nearest_log_runtime``). The result lies on the union of the
     candidates' points; beyond them every candidate follows the network's shape, and so does
-    their mixture."""
+    their mixture. ``refit_split``: runs a doubling apart re-fit each candidate's split of serial
+    and parallel work (``amdahl_refit``); False for a twin's curve (``nearest_weight``), which
+    did the context's own work."""
     ns = np.asarray(scale_outs, dtype=float)
     at = np.unique(np.concatenate([log_n for log_n, _ in candidates]))
     network_runs, network_points = network_at(ns), network_at(np.exp(at))
@@ -754,17 +757,105 @@ def combine_nearest(
     # 4 nodes to 2, with its input and k): a run where a candidate spills says how deep the cliff
     # is, not where the rest of the curve lies. Its level counts only when every run is in one.
     spilling = np.any([superlinear_rise(log_n, curve, ns) > noise_sd for log_n, curve in candidates], axis=0)
+    # the candidates' weights: their own shapes' misfit (a re-fitted split fits any curve's runs)
+    shapes_at_runs = at_runs
+    if refit_split and len(np.unique(ns)) >= MIN_SCALE_OUTS_TO_CORRECT:
+        # the split is read off runs no candidate sees a cliff at, at the runs' own noise (where one
+        # does, a run says how deep the context's cliff is), and inside each candidate's points
+        scatter = noise_sd if run_sd is None else run_sd
+        clear = ~np.any([superlinear_rise(log_n, curve, ns) > scatter for log_n, curve in candidates], axis=0)
+        refits = [
+            amdahl_refit(
+                log_n,
+                curve,
+                fitted,
+                ns,
+                log_y,
+                scatter,
+                clear & (np.log(ns) >= log_n[0] - 1e-9) & (np.log(ns) <= log_n[-1] + 1e-9),
+            )
+            for (log_n, curve), fitted in zip(candidates, at_runs, strict=True)
+        ]
+        candidates = [
+            (log_n, curve + on_curve)
+            for (log_n, curve), (on_curve, _) in zip(candidates, refits, strict=True)
+        ]
+        at_runs = at_runs + np.stack([on_runs for _, on_runs in refits])
     if not spilling.all():
         variance = np.where(spilling, np.inf, variance)
     curves, misfit = [], []
-    for (log_n, curve), end, fitted in zip(candidates, ends, at_runs, strict=True):
-        residual = log_y - fitted
+    for (log_n, curve), end, fitted, shaped in zip(candidates, ends, at_runs, shapes_at_runs, strict=True):
+        residual = log_y - shaped
         shift = float(np.sum(residual / variance) / np.sum(1 / variance))
         # the shape's evidence: its misfit after that level, at the runs' own noise
         misfit.append(float(np.sum((residual - shift) ** 2)))
+        residual = log_y - fitted
+        shift = float(np.sum(residual / variance) / np.sum(1 / variance))
         curves.append(nearest_log_runtime(log_n, curve, network_points, end, np.exp(at)) + shift)
     weight = _softmax(-np.asarray(misfit) / (2 * noise_sd**2))
     return at, weight @ np.stack(curves)
+
+
+def _fit_serial_parallel(scale_outs: np.ndarray, runtime: np.ndarray, excess: np.ndarray) -> np.ndarray:
+    """(serial, parallel) ≥ 0 with (serial + parallel / n) × ``excess`` closest to ``runtime`` in
+    relative terms (each point's error over its runtime): exact non-negative least squares on two
+    columns (both, either alone)."""
+    x = np.stack([excess, excess / scale_outs], axis=-1) / runtime[:, None]
+    y = np.ones_like(runtime)
+    best, best_sse = np.zeros(2), np.inf
+    for cols in ([0, 1], [0], [1]):
+        theta = np.zeros(2)
+        theta[cols] = np.linalg.lstsq(x[:, cols], y, rcond=None)[0]
+        sse = float(np.sum((x @ theta - y) ** 2))
+        if np.all(theta >= 0) and sse < best_sse * (1 - 1e-9):
+            best, best_sse = theta, sse
+    return best
+
+
+def amdahl_refit(
+    log_n: np.ndarray,
+    log_runtime: np.ndarray,
+    at_runs: np.ndarray,
+    scale_outs: np.ndarray,
+    log_y: np.ndarray,
+    run_sd: float,
+    usable: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How far (log) a candidate nearest curve moves, at its points and at the runs, when the runs'
+    own split of serial and parallel work replaces the candidate's: the candidate is read as
+    (serial + parallel / n) × an excess (its cliffs, its overheads: what that split does not draw),
+    the excess is kept and the split re-fitted to the runs (``at_runs``: the candidate at
+    ``scale_outs``). Needs runs at two scale-outs; the split cannot scale a curve faster than
+    linearly nor make it rise, so the runs' noise moves it within those bounds only."""
+    ns = np.asarray(scale_outs, dtype=float)
+    # the parallel part halves over a doubling of the scale-out: between closer runs the split
+    # is within their noise, and extrapolated from them it is anything
+    if not np.any(usable) or ns[usable].max() < 2 * ns[usable].min():
+        return np.zeros_like(log_n), np.zeros_like(ns)
+    n = np.exp(log_n)
+    runtime = np.exp(log_runtime)
+    own = _fit_serial_parallel(n, runtime, np.ones_like(n))
+
+    def amdahl(theta: np.ndarray, at: np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(theta[0] + theta[1] / at, 1e-12))
+
+    excess_runs = np.exp(at_runs - amdahl(own, ns))
+    theirs = _fit_serial_parallel(ns[usable], np.exp(log_y[usable]), excess_runs[usable])
+    if not np.any(theirs > 0):
+        return np.zeros_like(log_n), np.zeros_like(ns)
+    # the level is the combination's to fit (one shift per candidate): only the shape moves here
+    move_runs = amdahl(theirs, ns) - amdahl(own, ns)
+    level = float(np.mean(move_runs[usable]))
+
+    def misfit(fitted: np.ndarray) -> float:
+        residual = (log_y - fitted)[usable]
+        return float(np.sum((residual - residual.mean()) ** 2))
+
+    # Akaike weight of the re-fitted split (one parameter more) against the candidate's own, at the
+    # runs' own scatter: runs its shape explains within their noise keep it
+    gain = (misfit(at_runs) - misfit(at_runs + move_runs)) / run_sd**2 - 2.0
+    weight = 1.0 / (1.0 + math.exp(-min(max(gain / 2, -50.0), 50.0)))
+    return weight * (amdahl(theirs, n) - amdahl(own, n) - level), weight * (move_runs - level)
 
 
 def superlinear_rise(log_n: np.ndarray, log_runtime: np.ndarray, scale_outs: np.ndarray) -> np.ndarray:

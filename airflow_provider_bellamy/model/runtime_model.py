@@ -507,10 +507,17 @@ class RuntimeModel:
         def network_at(scale_outs: np.ndarray) -> np.ndarray:
             return tuned._network_log(ctx, np.asarray(scale_outs, dtype=np.float64))
 
-        log_n, log_runtime = combine_nearest(
-            found, network_at, ns, log_y, self._likelihood_sd, run_sd=float(self.calibration.noise_sd)
-        )
         weight = nearest_weight(self._nearest_distance(ctx))
+        log_n, log_runtime = combine_nearest(
+            found,
+            network_at,
+            ns,
+            log_y,
+            self._likelihood_sd,
+            run_sd=float(self.calibration.noise_sd),
+            # a twin did the context's own work: its split of serial and parallel work is the context's
+            refit_split=weight < 1.0,
+        )
         return NearestCurve(tuple(log_n.tolist()), tuple(log_runtime.tolist()), weight)
 
     def _twin_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray | None:

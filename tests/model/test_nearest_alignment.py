@@ -200,7 +200,9 @@ def test_a_single_candidate_takes_its_runs_level_and_a_run_in_its_cliff_sets_non
     a run in the candidate's cliff, whose height is the context's own."""
     log_n = np.log(np.array(GRID, dtype=float))
     cliff = 5.0 - log_n + np.where(log_n < np.log(3), np.log(2.5), 0.0)
-    ns = np.array([4.0, 8.0])
+    # (runs less than a doubling apart: their split of serial and parallel work is the candidate's,
+    # ``amdahl_refit``)
+    ns = np.array([4.0, 6.0])
     log_y = np.interp(np.log(ns), log_n, cliff) + np.array([0.3, 0.5])
     at, combined = combine_nearest([(log_n, cliff)], _flat, ns, log_y, noise_sd=0.1)
     np.testing.assert_allclose(combined, cliff + 0.4)
@@ -323,3 +325,50 @@ def test_runs_at_one_scale_out_of_an_unseen_machine_type_are_met_by_the_whole_bl
     before = sgd_model.finetune(points).predict(ctx, [2, 6, 8, 12])
     monkeypatch.setattr(RuntimeModel, "_one_scale_out_level", lambda *args: 0.0)
     np.testing.assert_array_equal(sgd_model.finetune(points).predict(ctx, [2, 6, 8, 12]), before)
+
+
+def _amdahl(
+    serial: float, parallel: float, excess: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(log scale-outs, log runtime) of serial + parallel / n on GRID, times ``excess``."""
+    n = np.array(GRID, dtype=float)
+    return np.log(n), np.log(serial + parallel / n) + (0.0 if excess is None else np.log(excess))
+
+
+def test_runs_a_doubling_apart_refit_the_split_of_serial_and_parallel_work() -> None:
+    """The training contexts wrote most of their output serially (C3O's grep at p_occurrence 0.5);
+    the context writes none (0): its runs fall faster, and below and above them it keeps doing so.
+    The candidate's excess over its own split (a cliff at 2 nodes) is kept."""
+    cliff = np.array([1.3, 1.0, 1.0, 1.0, 1.0, 1.0])
+    log_n, candidate = _amdahl(60.0, 120.0, cliff)
+    truth = _amdahl(10.0, 240.0, cliff)[1]
+    ns = np.array([4.0, 10.0])
+    log_y = np.interp(np.log(ns), log_n, truth)
+    at, combined = combine_nearest([(log_n, candidate)], _flat, ns, log_y, noise_sd=0.3, run_sd=0.03)
+    np.testing.assert_allclose(at, log_n)
+    _, kept = combine_nearest(
+        [(log_n, candidate)], _flat, ns, log_y, noise_sd=0.3, run_sd=0.03, refit_split=False
+    )
+    # the candidate's split, through the runs: 40-45 % off at 2 and 12 nodes; re-fitted, ≤ 6 %
+    assert np.min(np.abs(kept - truth)[[0, -1]]) > 0.18
+    np.testing.assert_allclose(combined, truth, atol=0.06)
+    np.testing.assert_allclose(combined[1:], truth[1:], atol=0.02)
+    # the runs' own shape: nothing to re-fit
+    _, same = combine_nearest([(log_n, truth)], _flat, ns, log_y, noise_sd=0.3, run_sd=0.03)
+    np.testing.assert_allclose(same, truth, atol=1e-9)
+
+
+def test_runs_closer_than_a_doubling_or_within_their_noise_keep_the_candidates_split() -> None:
+    log_n, candidate = _amdahl(60.0, 120.0)
+    truth = _amdahl(10.0, 240.0)[1]
+    for ns in (np.array([10.0, 12.0]), np.array([8.0, 12.0])):
+        log_y = np.interp(np.log(ns), log_n, truth)
+        _, combined = combine_nearest([(log_n, candidate)], _flat, ns, log_y, noise_sd=0.3, run_sd=0.03)
+        level = float(np.mean(log_y - np.interp(np.log(ns), log_n, candidate)))
+        np.testing.assert_allclose(combined, candidate + level, atol=1e-9)
+    # a doubling apart but within the runs' noise of the candidate's shape: kept (nearly) as it is
+    ns = np.array([4.0, 8.0])
+    log_y = np.interp(np.log(ns), log_n, candidate) + np.array([0.02, -0.02])
+    _, combined = combine_nearest([(log_n, candidate)], _flat, ns, log_y, noise_sd=0.3, run_sd=0.03)
+    level = float(np.mean(log_y - np.interp(np.log(ns), log_n, candidate)))
+    assert np.max(np.abs(combined - (candidate + level))) < 0.03
