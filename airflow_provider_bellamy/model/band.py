@@ -116,13 +116,15 @@ def compose_band(
         below = edges[0] if past.below.any() else None
         lo_q, hi_q = past_edge_offsets(model, job, past, ns, lo_q, hi_q, honoured)
     low, high = spanned_curves(model, ctx, ext, ns, mean, network, spanned, past)
-    if outside and tuned and model.check_count < MIN_CHECKS:
-        # Before a context from elsewhere has checks of its own, the miss its tuned curve keeps
-        # at its own runs is the one measure of its error the tables did not take (their
-        # held-out contexts were fitted to within a few per cent; leave-size-out's largest sorts
-        # were left 16 % under their run, with a band of ±5 %): the band adds it on its side.
+    few = (answering_checks(model, ns, outside)[1] < MIN_CHECKS) if outside and tuned else None
+    if few is not None and few.any():
+        # Before a context from elsewhere has checks of its own (where its band is, those that
+        # answer there: ``answering_checks``), the miss its tuned curve keeps at its own runs is
+        # the one measure of its error the tables did not take (their held-out contexts were
+        # fitted to within a few per cent; leave-size-out's largest sorts were left 16 % under
+        # their run, with a band of ±5 %): the band adds it on its side.
         below_runs, above_runs = own_miss(model, ctx)
-        lo_q, hi_q = lo_q - below_runs, hi_q + above_runs
+        lo_q, hi_q = lo_q - np.where(few, below_runs, 0.0), hi_q + np.where(few, above_runs, 0.0)
     with np.errstate(over="ignore", invalid="ignore"):
         lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
     described = calibrated_for
@@ -346,10 +348,10 @@ def quantiles(
         if 0 < prior < math.inf:
             far = distance_scale if prior_distance is None else prior_distance
             weight = PRIOR_CHECKS / far**2
-            scale = check_scale(model, prior, weight, ns, observed, confidence, outside)
+            scale = answering_scale(model, prior, weight, ns, observed, confidence, outside)
             if settled is not None:
                 # (where the distance no longer widens the source, its prior is the tables' scale)
-                unwidened = check_scale(
+                unwidened = answering_scale(
                     model, prior / distance_scale, weight, ns, observed, confidence, outside
                 )
                 scale = np.where(settled, unwidened, scale)
@@ -357,7 +359,7 @@ def quantiles(
                 # the checks measured the guess where they were (its profile there, RMS): in
                 # those units they rescale it above the smallest scale-outs; there the whole
                 # guess stands, rescaled as before
-                at_checks = check_scale(
+                at_checks = answering_scale(
                     model, prior * check_profile(model, observed), weight, ns, observed, confidence, outside
                 )
                 scale = np.where(ns <= model._smallest_max, scale, at_checks)
@@ -368,7 +370,26 @@ def quantiles(
     return lo_q, hi_q
 
 
-def check_scale(
+def answering_checks(model: RuntimeModel, ns: np.ndarray, outside: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per scale-out, the (RMS, count) of the context's own checks that answer for its band there.
+
+    A context from outside the training data is checked at every scale-out it ran at (its cliffs
+    need not be the training data's), but the band's tables measure the training data's smallest
+    scale-outs apart from the others (their memory cliffs miss by several times more), and a
+    check is evidence for the bucket it was measured in: above those scale-outs only the checks
+    above them answer, against the prior the tables measured there (``table_scale``: the others'
+    bucket), as inside. (C3O leave-machine-type-out, kmeans on r4.2xlarge tuned on 2 and 8 nodes:
+    the miss at 2 nodes, a cliff, multiplied the band at 4-12 nodes by 1.4-3.3 where its runs
+    needed none of it: a second run made the band wider than one.)"""
+    rms, count = np.full(len(ns), model.check_rms), np.full(len(ns), model.check_count)
+    above = model.above_checks if outside else None
+    if above is not None:
+        high = np.asarray(ns) > model._smallest_max
+        rms, count = np.where(high, above[0], rms), np.where(high, above[1], count)
+    return rms, count
+
+
+def answering_scale(
     model: RuntimeModel,
     prior: float,
     weight: float,
@@ -377,15 +398,43 @@ def check_scale(
     confidence: float,
     outside: bool,
 ) -> np.ndarray:
+    """``check_scale`` per scale-out with the checks that answer there (``answering_checks``):
+    where fewer than MIN_CHECKS do, 1 (the band as before its checks)."""
+    scale = check_scale(model, prior, weight, ns, observed, confidence, outside)
+    above = model.above_checks if outside else None
+    if above is None:
+        return scale
+    smallest = model._smallest_max
+    if above[1] >= MIN_CHECKS:
+        at = [n for n in observed if n > smallest]
+        high = check_scale(model, prior, weight, ns, at, confidence, outside, checks=above)
+    else:
+        high = np.ones(len(ns))
+    return np.where(np.asarray(ns) > smallest, high, scale)
+
+
+def check_scale(
+    model: RuntimeModel,
+    prior: float,
+    weight: float,
+    ns: np.ndarray,
+    observed: Sequence[int],
+    confidence: float,
+    outside: bool,
+    checks: tuple[float, int] | None = None,
+) -> np.ndarray:
     """Per scale-out, what the context's own checks multiply a band source's offsets by: the
-    posterior of its error scale over ``prior`` (``weight`` pseudo-residuals at it)."""
-    factor = check_factor(prior, weight, model.check_count, model.check_rms)
+    posterior of its error scale over ``prior`` (``weight`` pseudo-residuals at it). ``checks``:
+    (RMS, count) of the checks that answer, the context's whole check where not given; ``observed``:
+    the scale-outs they were left out at."""
+    rms, count_all = (model.check_rms, model.check_count) if checks is None else checks
+    factor = check_factor(prior, weight, count_all, rms)
     # Outside, the prior counts little and a few checks set the scale: its quantile is
     # Student's t over weight + checks residuals, not the normal's of a known scale
     # (Bell, 2-4 checks: the lower bound held 73-85 % of the runs without this).
     # Inside, the tables and their 2 pseudo-residuals were measured as they are.
     if outside:
-        factor *= predictive_inflation(weight + model.check_count, confidence)
+        factor *= predictive_inflation(weight + count_all, confidence)
     scale = np.full(len(ns), factor)
     squares, count = model._replicate_checks() if outside else (0.0, 0)
     if count:
@@ -394,8 +443,8 @@ def check_scale(
         # daily job run at one size, then sized at another: the demo's grep, two runs at
         # 3 workers, then a miss at 2); its noise may still widen it. Those checks count
         # once per scale-out left out (its runs there share one shape).
-        m = model.check_count - count
-        shape_rms = math.sqrt(max(model.check_count * model.check_rms**2 - squares, 0.0) / max(m, 1))
+        m = count_all - count
+        shape_rms = math.sqrt(max(count_all * rms**2 - squares, 0.0) / max(m, 1))
         distinct = len(observed)
         shape = (
             check_factor(prior, weight, distinct, shape_rms)
