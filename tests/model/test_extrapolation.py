@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -471,6 +471,51 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
         if len(at) == 1:
             raw = residual_quantiles(calibration, k, 0.9, ns, env, observed, job_type="grep")
             np.testing.assert_allclose(settled[1][~small], widened(*raw)[1][~small])
+
+
+def test_above_the_smallest_scale_outs_only_the_checks_there_rescale_a_context_from_elsewhere(
+    grep_without_m4: tuple[RuntimeModel, pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A context from elsewhere is checked at every scale-out it ran at, but the tables keep the
+    training data's smallest scale-outs (memory cliffs) apart: a miss there is evidence for the
+    band there, not above it. Above them only the checks above them rescale the band (fewer than
+    MIN_CHECKS: the band before its checks), so a cliff's miss no longer widens the band at 4-12
+    nodes (C3O leave-machine-type-out: a second run made the band wider than one)."""
+    from airflow_provider_bellamy.model.tuned import TunedContext
+
+    model, test = grep_without_m4
+    cid = sorted(test["context_id"].unique())[0]
+    runs = test[test["context_id"] == cid].drop(columns=["context_id"])
+    ctx = runs.iloc[0].to_dict()
+    assert model._smallest_max == 3
+    _without_the_runs_band(monkeypatch)
+    ns = np.array([3, 4, 10])  # the smallest bucket, then above it
+    tuned = model.finetune(runs[runs["scale_out"].isin([2, 6, 8, 12])].drop_duplicates("scale_out"))
+    assert tuned.check_count == 4 and tuned.above_checks is not None and tuned.above_checks[1] == 3
+    part = tuned.tuned
+    assert part is not None
+    # (kept in the model's file; a file from before has none: the whole check answers everywhere)
+    assert TunedContext.from_dict(part.to_dict(), part.delta).above_checks == part.above_checks
+    assert TunedContext.from_dict({**part.to_dict(), "above_checks": None}, part.delta).above_checks is None
+    base = tuned.band(ctx, ns, 0.9)
+    # the run at 2 nodes missed by 3 in log when the others predicted it: the whole check grows,
+    # the checks above the smallest scale-outs are the same
+    rms, count = part.above_checks
+    cliff = tuned._copy(replace(part, check_rms=math.sqrt((count * rms**2 + 9.0) / (count + 1))))
+    wide = cliff.band(ctx, ns, 0.9)
+    assert wide.upper[0] > base.upper[0] * 1.5 and wide.lower[0] < base.lower[0] / 1.5
+    np.testing.assert_array_equal(wide.upper[1:], base.upper[1:])
+    np.testing.assert_array_equal(wide.lower[1:], base.lower[1:])
+    # tuned on 2 and 8 nodes: one check above the smallest scale-outs, so there the band is the
+    # one before the context's checks (its runs' miss in it), whatever the check at 2 says
+    two = model.finetune(runs[runs["scale_out"].isin([2, 8])].drop_duplicates("scale_out"))
+    assert two.check_count == 2 and two.above_checks is not None and two.above_checks[1] == 1
+    assert two.tuned is not None
+    before = two._copy(replace(two.tuned, check_count=1, check_rms=two.above_checks[0]))
+    for check_rms in (two.check_rms, 3.0):
+        band = two._copy(replace(two.tuned, check_rms=check_rms)).band(ctx, ns, 0.9)
+        np.testing.assert_allclose(band.upper[1:], before.band(ctx, ns, 0.9).upper[1:], rtol=1e-12)
+        np.testing.assert_allclose(band.lower[1:], before.band(ctx, ns, 0.9).lower[1:], rtol=1e-12)
 
 
 def test_widening_outside_is_symmetric_and_grows_with_the_distance() -> None:
