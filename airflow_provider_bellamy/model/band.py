@@ -116,15 +116,13 @@ def compose_band(
         below = edges[0] if past.below.any() else None
         lo_q, hi_q = past_edge_offsets(model, job, past, ns, lo_q, hi_q, honoured)
     low, high = spanned_curves(model, ctx, ext, ns, mean, network, spanned, past)
-    few = (answering_checks(model, ns, outside)[1] < MIN_CHECKS) if outside and tuned else None
-    if few is not None and few.any():
-        # Before a context from elsewhere has checks of its own (where its band is, those that
-        # answer there: ``answering_checks``), the miss its tuned curve keeps at its own runs is
-        # the one measure of its error the tables did not take (their held-out contexts were
-        # fitted to within a few per cent; leave-size-out's largest sorts were left 16 % under
-        # their run, with a band of ±5 %): the band adds it on its side.
+    if outside and tuned and model.check_count < MIN_CHECKS:
+        # Before a context from elsewhere has checks of its own, the miss its tuned curve keeps
+        # at its own runs is the one measure of its error the tables did not take (their
+        # held-out contexts were fitted to within a few per cent; leave-size-out's largest sorts
+        # were left 16 % under their run, with a band of ±5 %): the band adds it on its side.
         below_runs, above_runs = own_miss(model, ctx)
-        lo_q, hi_q = lo_q - np.where(few, below_runs, 0.0), hi_q + np.where(few, above_runs, 0.0)
+        lo_q, hi_q = lo_q - below_runs, hi_q + above_runs
     with np.errstate(over="ignore", invalid="ignore"):
         lower, upper = np.exp(low + lo_q), np.exp(high + hi_q)
     described = calibrated_for
@@ -348,11 +346,11 @@ def quantiles(
         if 0 < prior < math.inf:
             far = distance_scale if prior_distance is None else prior_distance
             weight = PRIOR_CHECKS / far**2
-            scale = answering_scale(model, prior, weight, ns, observed, confidence, outside)
+            scale = answering_scale(model, prior, weight, ns, observed, confidence, outside, settles)
             if settled is not None:
                 # (where the distance no longer widens the source, its prior is the tables' scale)
                 unwidened = answering_scale(
-                    model, prior / distance_scale, weight, ns, observed, confidence, outside
+                    model, prior / distance_scale, weight, ns, observed, confidence, outside, settles
                 )
                 scale = np.where(settled, unwidened, scale)
             if shaped:
@@ -360,7 +358,14 @@ def quantiles(
                 # those units they rescale it above the smallest scale-outs; there the whole
                 # guess stands, rescaled as before
                 at_checks = answering_scale(
-                    model, prior * check_profile(model, observed), weight, ns, observed, confidence, outside
+                    model,
+                    prior * check_profile(model, observed),
+                    weight,
+                    ns,
+                    observed,
+                    confidence,
+                    outside,
+                    settles,
                 )
                 scale = np.where(ns <= model._smallest_max, scale, at_checks)
             # the training data's smallest scale-outs (memory cliffs) keep their own tables;
@@ -368,25 +373,6 @@ def quantiles(
             own = np.full(len(ns), True) if outside else ns > model._smallest_max
             lo_q, hi_q = np.where(own, lo_q * scale, lo_q), np.where(own, hi_q * scale, hi_q)
     return lo_q, hi_q
-
-
-def answering_checks(model: RuntimeModel, ns: np.ndarray, outside: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per scale-out, the (RMS, count) of the context's own checks that answer for its band there.
-
-    A context from outside the training data is checked at every scale-out it ran at (its cliffs
-    need not be the training data's), but the band's tables measure the training data's smallest
-    scale-outs apart from the others (their memory cliffs miss by several times more), and a
-    check is evidence for the bucket it was measured in: above those scale-outs only the checks
-    above them answer, against the prior the tables measured there (``table_scale``: the others'
-    bucket), as inside. (C3O leave-machine-type-out, kmeans on r4.2xlarge tuned on 2 and 8 nodes:
-    the miss at 2 nodes, a cliff, multiplied the band at 4-12 nodes by 1.4-3.3 where its runs
-    needed none of it: a second run made the band wider than one.)"""
-    rms, count = np.full(len(ns), model.check_rms), np.full(len(ns), model.check_count)
-    above = model.above_checks if outside else None
-    if above is not None:
-        high = np.asarray(ns) > model._smallest_max
-        rms, count = np.where(high, above[0], rms), np.where(high, above[1], count)
-    return rms, count
 
 
 def answering_scale(
@@ -397,11 +383,23 @@ def answering_scale(
     observed: Sequence[int],
     confidence: float,
     outside: bool,
+    settles: bool = False,
 ) -> np.ndarray:
-    """``check_scale`` per scale-out with the checks that answer there (``answering_checks``):
-    where fewer than MIN_CHECKS do, 1 (the band as before its checks)."""
+    """``check_scale`` per scale-out with the checks its source's tables were measured with.
+
+    A context from outside the training data is checked at every scale-out it ran at (its cliffs
+    need not be the training data's). The model's own tables (the ``settles`` source, where too
+    few contexts could be held out whole) were measured on its own out-of-fold contexts as
+    inside: checked above the training data's smallest scale-outs only, and above them divided
+    by the factor of those checks (``calibration.check_normalised_tables``). Read above those
+    scale-outs, they take the checks they were measured with: the context's checks there
+    (``TunedContext.above_checks``; fewer than MIN_CHECKS: none, as in the tables). (C3O
+    leave-machine-type-out, kmeans on r4.2xlarge tuned on 2 and 8 nodes: the miss at 2 nodes, a
+    memory cliff, multiplied the band at 4-12 nodes by 1.4-3.3 where its runs needed none of it:
+    a second run made the band wider than one.) Other sources (tables of groups held out whole,
+    not normalised; the uncalibrated guess) count every check everywhere, as before."""
     scale = check_scale(model, prior, weight, ns, observed, confidence, outside)
-    above = model.above_checks if outside else None
+    above = model.above_checks if outside and settles else None
     if above is None:
         return scale
     smallest = model._smallest_max
