@@ -458,7 +458,8 @@ class RuntimeModel:
             # a context from outside the training data is checked at every scale-out it ran at
             # (see band.quantiles): the training data's cliffs at its smallest scale-outs are not its
             check_above=0.0 if outside else self._smallest_max,
-            # (and apart above the training data's smallest scale-outs: band.answering_checks)
+            # (and apart above the training data's smallest scale-outs, for the tables measured so:
+            # band.answering_scale)
             also_above=self._smallest_max if outside else None,
             correction=self._correction,
             # a value the model never saw: the context comes from elsewhere (see finetuning)

@@ -61,7 +61,7 @@ class TunedContext:
     run_residuals: tuple[tuple[float, float], ...]
     nearest: NearestCurve | None
     # (RMS, count) of the checks above the training data's smallest scale-outs, for a context
-    # from outside it, whose check counts at every scale-out (``band.answering_checks``); None:
+    # from outside it, whose check counts at every scale-out (``band.answering_scale``); None:
     # the check answers everywhere (inside, or a file from before)
     above_checks: tuple[float, int] | None = None
 
