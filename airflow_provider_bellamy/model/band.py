@@ -346,19 +346,26 @@ def quantiles(
         if 0 < prior < math.inf:
             far = distance_scale if prior_distance is None else prior_distance
             weight = PRIOR_CHECKS / far**2
-            scale = check_scale(model, prior, weight, ns, observed, confidence, outside)
+            scale = answering_scale(model, prior, weight, ns, observed, confidence, outside, settles)
             if settled is not None:
                 # (where the distance no longer widens the source, its prior is the tables' scale)
-                unwidened = check_scale(
-                    model, prior / distance_scale, weight, ns, observed, confidence, outside
+                unwidened = answering_scale(
+                    model, prior / distance_scale, weight, ns, observed, confidence, outside, settles
                 )
                 scale = np.where(settled, unwidened, scale)
             if shaped:
                 # the checks measured the guess where they were (its profile there, RMS): in
                 # those units they rescale it above the smallest scale-outs; there the whole
                 # guess stands, rescaled as before
-                at_checks = check_scale(
-                    model, prior * check_profile(model, observed), weight, ns, observed, confidence, outside
+                at_checks = answering_scale(
+                    model,
+                    prior * check_profile(model, observed),
+                    weight,
+                    ns,
+                    observed,
+                    confidence,
+                    outside,
+                    settles,
                 )
                 scale = np.where(ns <= model._smallest_max, scale, at_checks)
             # the training data's smallest scale-outs (memory cliffs) keep their own tables;
@@ -366,6 +373,42 @@ def quantiles(
             own = np.full(len(ns), True) if outside else ns > model._smallest_max
             lo_q, hi_q = np.where(own, lo_q * scale, lo_q), np.where(own, hi_q * scale, hi_q)
     return lo_q, hi_q
+
+
+def answering_scale(
+    model: RuntimeModel,
+    prior: float,
+    weight: float,
+    ns: np.ndarray,
+    observed: Sequence[int],
+    confidence: float,
+    outside: bool,
+    settles: bool = False,
+) -> np.ndarray:
+    """``check_scale`` per scale-out with the checks its source's tables were measured with.
+
+    A context from outside the training data is checked at every scale-out it ran at (its cliffs
+    need not be the training data's). The model's own tables (the ``settles`` source, where too
+    few contexts could be held out whole) were measured on its own out-of-fold contexts as
+    inside: checked above the training data's smallest scale-outs only, and above them divided
+    by the factor of those checks (``calibration.check_normalised_tables``). Read above those
+    scale-outs, they take the checks they were measured with: the context's checks there
+    (``TunedContext.above_checks``; fewer than MIN_CHECKS: none, as in the tables). (C3O
+    leave-machine-type-out, kmeans on r4.2xlarge tuned on 2 and 8 nodes: the miss at 2 nodes, a
+    memory cliff, multiplied the band at 4-12 nodes by 1.4-3.3 where its runs needed none of it:
+    a second run made the band wider than one.) Other sources (tables of groups held out whole,
+    not normalised; the uncalibrated guess) count every check everywhere, as before."""
+    scale = check_scale(model, prior, weight, ns, observed, confidence, outside)
+    above = model.above_checks if outside and settles else None
+    if above is None:
+        return scale
+    smallest = model._smallest_max
+    if above[1] >= MIN_CHECKS:
+        at = [n for n in observed if n > smallest]
+        high = check_scale(model, prior, weight, ns, at, confidence, outside, checks=above)
+    else:
+        high = np.ones(len(ns))
+    return np.where(np.asarray(ns) > smallest, high, scale)
 
 
 def check_scale(
@@ -376,16 +419,20 @@ def check_scale(
     observed: Sequence[int],
     confidence: float,
     outside: bool,
+    checks: tuple[float, int] | None = None,
 ) -> np.ndarray:
     """Per scale-out, what the context's own checks multiply a band source's offsets by: the
-    posterior of its error scale over ``prior`` (``weight`` pseudo-residuals at it)."""
-    factor = check_factor(prior, weight, model.check_count, model.check_rms)
+    posterior of its error scale over ``prior`` (``weight`` pseudo-residuals at it). ``checks``:
+    (RMS, count) of the checks that answer, the context's whole check where not given; ``observed``:
+    the scale-outs they were left out at."""
+    rms, count_all = (model.check_rms, model.check_count) if checks is None else checks
+    factor = check_factor(prior, weight, count_all, rms)
     # Outside, the prior counts little and a few checks set the scale: its quantile is
     # Student's t over weight + checks residuals, not the normal's of a known scale
     # (Bell, 2-4 checks: the lower bound held 73-85 % of the runs without this).
     # Inside, the tables and their 2 pseudo-residuals were measured as they are.
     if outside:
-        factor *= predictive_inflation(weight + model.check_count, confidence)
+        factor *= predictive_inflation(weight + count_all, confidence)
     scale = np.full(len(ns), factor)
     squares, count = model._replicate_checks() if outside else (0.0, 0)
     if count:
@@ -394,8 +441,8 @@ def check_scale(
         # daily job run at one size, then sized at another: the demo's grep, two runs at
         # 3 workers, then a miss at 2); its noise may still widen it. Those checks count
         # once per scale-out left out (its runs there share one shape).
-        m = model.check_count - count
-        shape_rms = math.sqrt(max(model.check_count * model.check_rms**2 - squares, 0.0) / max(m, 1))
+        m = count_all - count
+        shape_rms = math.sqrt(max(count_all * rms**2 - squares, 0.0) / max(m, 1))
         distinct = len(observed)
         shape = (
             check_factor(prior, weight, distinct, shape_rms)

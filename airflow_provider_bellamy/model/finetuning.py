@@ -371,6 +371,9 @@ class ContextFit:
     # ≥ 2 scale-outs): root mean square and count, the context's own evidence for its band
     check_rms: np.ndarray  # [B]
     check_count: np.ndarray  # [B]
+    # the same at scale-outs above ``also_above`` too, where it was given (None otherwise)
+    above_check_rms: np.ndarray | None = None  # [B]
+    above_check_count: np.ndarray | None = None  # [B]
     # each run's weight in the fit [B, K] (``straggler_weights``); the residual correction takes
     # a run's residual times its weight, so a straggler does not bend the curve there either
     run_weight: np.ndarray | None = None
@@ -386,6 +389,7 @@ def fit_context(
     noise_sd: float,
     learned_cov: np.ndarray,
     check_above: float = 0.0,
+    also_above: float | None = None,
     correction: tuple[float, float] | None = None,
     other_prior: float | np.ndarray = OTHER_ENVIRONMENT_PRIOR,
     learned_shape: bool = True,
@@ -404,6 +408,7 @@ def fit_context(
     as the context's check of its band; with ``correction`` (amplitude, length) each left-out
     prediction is corrected as ``residual_correction`` corrects a prediction, from the residuals
     at the others, so the check measures the error of the curve that will be used.
+    ``also_above``: the same check over the scale-outs above it too (``above_check_rms``).
     ``other_prior``: the prior probability of "another environment" (``fit_delta_averaged``),
     one for all contexts or one per context [B]. ``learned_shape=False``: the network's shape was
     learned far from these contexts (a guess, ``Extrapolation.guessing``), so it has no claim
@@ -453,6 +458,7 @@ def fit_context(
     # two scale-outs already tell whether the tuned curve predicts one from the other
     loo = np.array([len(v) >= 2 for v in levels])
     share, check_rms, check_count = np.zeros(b), np.zeros(b), np.zeros(b, dtype=np.int64)
+    above_rms, above_count = np.zeros(b), np.zeros(b, dtype=np.int64)
     if loo.any():
         r_network, r_parametric = np.zeros_like(log_y), np.zeros_like(log_y)
         left_out = np.zeros_like(present)
@@ -509,12 +515,18 @@ def fit_context(
         checked = left_out & (scale_outs > check_above)
         check_count = checked.sum(axis=1)
         check_rms = np.sqrt(np.sum((blend * checked) ** 2, axis=1) / np.maximum(check_count, 1))
+        if also_above is not None:
+            above = left_out & (scale_outs > max(check_above, also_above))
+            above_count = above.sum(axis=1)
+            above_rms = np.sqrt(np.sum((blend * above) ** 2, axis=1) / np.maximum(above_count, 1))
     return ContextFit(
         delta=delta,
         theta=theta,
         parametric_weight=share,
         check_rms=check_rms,
         check_count=check_count,
+        above_check_rms=None if also_above is None else above_rms,
+        above_check_count=None if also_above is None else above_count,
         run_weight=weight,
     )
 

@@ -192,6 +192,10 @@ class RuntimeModel:
     def check_count(self) -> int:
         return 0 if self.tuned is None else self.tuned.check_count
 
+    @property
+    def above_checks(self) -> tuple[float, int] | None:
+        return None if self.tuned is None else self.tuned.above_checks
+
     def _replicate_checks(self) -> tuple[float, int]:
         """(sum of squares, count) of the checks in ``check_count`` that are repeated runs."""
         if self.tuned is None:
@@ -454,6 +458,9 @@ class RuntimeModel:
             # a context from outside the training data is checked at every scale-out it ran at
             # (see band.quantiles): the training data's cliffs at its smallest scale-outs are not its
             check_above=0.0 if outside else self._smallest_max,
+            # (and apart above the training data's smallest scale-outs, for the tables measured so:
+            # band.answering_scale)
+            also_above=self._smallest_max if outside else None,
             correction=self._correction,
             # a value the model never saw: the context comes from elsewhere (see finetuning)
             other_prior=UNSEEN_VALUE_PRIOR
@@ -465,10 +472,15 @@ class RuntimeModel:
             shape=None if (twin := self._twin_log(ctx, ns)) is None else twin[None],
         )
         check_rms, check_count = float(fit.check_rms[0]), int(fit.check_count[0])
+        above_checks = None
         if outside:
             # its run-to-run noise too: the tables measured the noise of other clusters (inside the
             # training data they measured contexts like it, noise included)
             check_rms, check_count = with_replicates(ns, log_y, check_rms, check_count)
+            if fit.above_check_rms is not None and fit.above_check_count is not None:
+                above_checks = with_replicates(
+                    ns, log_y, float(fit.above_check_rms[0]), int(fit.above_check_count[0])
+                )
         part = TunedContext(
             context=ctx,
             delta=fit.delta[0],
@@ -478,6 +490,7 @@ class RuntimeModel:
             check_count=check_count,
             run_residuals=(),
             nearest=None,
+            above_checks=above_checks,
         )
         part = replace(part, nearest=self._nearest_for(ctx, self._copy(part), ns, log_y))
         # the residual correction's data: what the tuned curve, before any correction, misses (the

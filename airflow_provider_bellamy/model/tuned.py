@@ -60,6 +60,10 @@ class TunedContext:
     # a run fine-tuning doubted as a straggler (``straggler_weights``) keeps only its weighted part
     run_residuals: tuple[tuple[float, float], ...]
     nearest: NearestCurve | None
+    # (RMS, count) of the checks above the training data's smallest scale-outs, for a context
+    # from outside it, whose check counts at every scale-out (``band.answering_scale``); None:
+    # the check answers everywhere (inside, or a file from before)
+    above_checks: tuple[float, int] | None = None
 
     @property
     def observed_scale_outs(self) -> tuple[int, ...]:
@@ -82,6 +86,7 @@ class TunedContext:
             "check_count": self.check_count,
             "run_residuals": [list(pair) for pair in self.run_residuals],
             "nearest": None if self.nearest is None else self.nearest.to_dict(),
+            "above_checks": None if self.above_checks is None else list(self.above_checks),
         }
 
     @classmethod
@@ -91,6 +96,8 @@ class TunedContext:
         weight = float(data["parametric_weight"])
         residuals = tuple((float(n), float(r)) for n, r in data["run_residuals"])
         check_rms, check_count = float(data["check_rms"]), int(data["check_count"])
+        above = data.get("above_checks")
+        above_checks = None if above is None else (float(above[0]), int(above[1]))
         if not (
             theta.shape == (4,)
             and 0 <= weight <= 1
@@ -98,6 +105,7 @@ class TunedContext:
             and all(n > 0 and math.isfinite(r) for n, r in residuals)
             and check_rms >= 0
             and check_count >= 0
+            and (above_checks is None or (above_checks[0] >= 0 and 0 <= above_checks[1] <= check_count))
             and isinstance(data["context"], dict)
         ):
             raise ValueError(f"tuned context {dict(data)}")
@@ -111,4 +119,5 @@ class TunedContext:
             check_count=check_count,
             run_residuals=residuals,
             nearest=None if nearest is None else NearestCurve.from_dict(nearest),
+            above_checks=above_checks,
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -471,6 +471,79 @@ def test_the_distance_widens_a_two_context_models_own_tables_only_until_the_firs
         if len(at) == 1:
             raw = residual_quantiles(calibration, k, 0.9, ns, env, observed, job_type="grep")
             np.testing.assert_allclose(settled[1][~small], widened(*raw)[1][~small])
+
+
+def test_the_models_own_tables_read_a_context_from_elsewhere_by_its_checks_above_the_smallest_scale_outs(
+    grep_without_m4: tuple[RuntimeModel, pd.DataFrame],
+) -> None:
+    """A context from elsewhere is checked at every scale-out it ran at. The model's own tables
+    (where too few contexts could be held out whole) were measured as inside: checked above the
+    training data's smallest scale-outs (memory cliffs) only, and normalised by those checks.
+    Above them they read the context's checks there only (fewer than MIN_CHECKS: none), so a
+    cliff's miss no longer widens them at 4-12 nodes (C3O leave-machine-type-out: a second run
+    made the band wider than one); at the smallest scale-outs, and for the uncalibrated guess
+    beside them, every check counts as before."""
+    from airflow_provider_bellamy.model.tuned import TunedContext
+
+    model, test = grep_without_m4
+    cid = sorted(test["context_id"].unique())[0]
+    runs = test[test["context_id"] == cid].drop(columns=["context_id"])
+    ctx = runs.iloc[0].to_dict()
+    env = str(ctx["environment"])
+    assert model._smallest_max == 3
+    ns = np.array([3, 4, 10])  # the smallest bucket, then above it
+
+    def offsets(tuned: RuntimeModel, source: int) -> tuple[np.ndarray, np.ndarray]:
+        ext = signals(tuned.metadata["domain"], tuned._normalise(ctx))
+        sources, described, outside = band_sources(tuned, ext)
+        assert described.startswith("uncalibrated") and outside
+        calibration, widening = sources[source]
+        assert widening.settles == (source == 0) and widening.untuned_only == (source == 1)
+        k, d = tuned.tuned_points, ext.distance_scale
+        return quantiles(
+            tuned,
+            calibration,
+            k,
+            0.9,
+            ns,
+            env,
+            tuned.observed_scale_outs,
+            True,
+            widening.factor(d, k),
+            True,
+            widening.prior_distance(d, k),
+            job_type="grep",
+            guess=widening.untuned_only,
+            settles=widening.settles,
+        )
+
+    tuned = model.finetune(runs[runs["scale_out"].isin([2, 6, 8, 12])].drop_duplicates("scale_out"))
+    assert tuned.check_count == 4 and tuned.above_checks is not None and tuned.above_checks[1] == 3
+    part = tuned.tuned
+    assert part is not None
+    # (kept in the model's file; a file from before has none: every check counts everywhere)
+    assert TunedContext.from_dict(part.to_dict(), part.delta).above_checks == part.above_checks
+    assert TunedContext.from_dict({**part.to_dict(), "above_checks": None}, part.delta).above_checks is None
+    # the run at 2 nodes missed by 3 in log when the others predicted it: the whole check grows,
+    # the checks above the smallest scale-outs are the same
+    rms, count = part.above_checks
+    cliff = tuned._copy(replace(part, check_rms=math.sqrt((count * rms**2 + 9.0) / (count + 1))))
+    base, wide = offsets(tuned, 0), offsets(cliff, 0)
+    assert wide[1][0] > 1.5 * base[1][0] and wide[0][0] < 1.5 * base[0][0]
+    np.testing.assert_array_equal(wide[1][1:], base[1][1:])
+    np.testing.assert_array_equal(wide[0][1:], base[0][1:])
+    guess, guess_wide = offsets(tuned, 1), offsets(cliff, 1)
+    assert np.all(guess_wide[1] > 1.5 * guess[1])  # the uncalibrated guess: every check, everywhere
+    # tuned on 2 and 8 nodes: one check above the smallest scale-outs, so there the tables are
+    # read as before the context's checks, whatever the check at 2 says
+    two = model.finetune(runs[runs["scale_out"].isin([2, 8])].drop_duplicates("scale_out"))
+    assert two.check_count == 2 and two.above_checks is not None and two.above_checks[1] == 1
+    assert two.tuned is not None
+    before = offsets(two._copy(replace(two.tuned, check_count=1, check_rms=two.above_checks[0])), 0)
+    for check_rms in (two.check_rms, 3.0):
+        now = offsets(two._copy(replace(two.tuned, check_rms=check_rms)), 0)
+        np.testing.assert_array_equal(now[1][1:], before[1][1:])
+        np.testing.assert_array_equal(now[0][1:], before[0][1:])
 
 
 def test_widening_outside_is_symmetric_and_grows_with_the_distance() -> None:
