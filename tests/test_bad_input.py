@@ -4,10 +4,6 @@ error naming the field and the value, and loses nothing already stored."""
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +13,7 @@ from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.exceptions import InvalidInputError, StoreError
 from airflow_provider_bellamy.facade import Bellamy
 from airflow_provider_bellamy.store.engine import parse_url
+from tests.fixtures.permissions import cli_without_root_rights
 
 HEADER = "job_type,framework,scale_out,runtime_s,machine_type,cores,data_size_mb\n"
 CONTEXT = {"machine_type": "m5.xlarge", "cores": 8, "data_size_mb": 2048}
@@ -254,29 +251,13 @@ def test_a_store_under_a_file_is_a_clear_error(tmp_path: Path) -> None:
         b.upgrade()
 
 
-_AS_OTHER_USER = """
-import sys
-from airflow_provider_bellamy.cli import main
-sys.exit(main(["--store-url", "sqlite:///" + sys.argv[1], "db", "upgrade"]))
-"""
-
-
 def test_a_store_in_a_folder_without_write_permission_is_a_clear_error(tmp_path: Path) -> None:
     """Root ignores permissions: as root the command runs without CAP_DAC_OVERRIDE (setpriv)."""
     readonly = tmp_path / "ro"
     readonly.mkdir()
     readonly.chmod(0o555)
-    command = [sys.executable, "-c", _AS_OTHER_USER]
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: permissions cannot be tested")
-        drop = "-dac_override,-dac_read_search"
-        command = [setpriv, f"--inh-caps={drop}", f"--bounding-set={drop}", "--", *command]
     for store in (readonly / "new.db", readonly / "sub" / "new.db"):
-        proc = subprocess.run(
-            [*command, str(store)], capture_output=True, text=True, timeout=300, env={**os.environ}
-        )
+        proc = cli_without_root_rights(str(store), "db", "upgrade")
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr
         assert str(store) in proc.stderr and "Permission denied" in proc.stderr

@@ -3,10 +3,6 @@ without write permission. Writes are refused naming the store and the cause; not
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +12,7 @@ from sqlalchemy.engine import make_url
 from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.exceptions import StoreError
 from airflow_provider_bellamy.facade import Bellamy
+from tests.fixtures.permissions import cli_without_root_rights
 from tests.store.conftest import observed_run
 
 
@@ -60,25 +57,6 @@ def test_a_read_only_postgresql_role_reads_and_its_writes_are_a_clear_error(
         admin.dispose()
 
 
-_AS_OTHER_USER = """
-import sys
-from airflow_provider_bellamy.cli import main
-sys.exit(main(["--store-url", "sqlite:///" + sys.argv[1], *sys.argv[2:]]))
-"""
-
-
-def _as_user_without_root_rights(*args: str) -> subprocess.CompletedProcess[str]:
-    """Root ignores permissions: as root the command runs without CAP_DAC_OVERRIDE (setpriv)."""
-    command = [sys.executable, "-c", _AS_OTHER_USER, *args]
-    if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root without setpriv: permissions cannot be tested")
-        drop = "-dac_override,-dac_read_search"
-        command = [setpriv, f"--inh-caps={drop}", f"--bounding-set={drop}", "--", *command]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ})
-
-
 def test_a_sqlite_store_in_a_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
     """SQLite in WAL mode writes -wal/-shm beside the file even to read: the message says so
     rather than only "attempt to write a readonly database" while reading."""
@@ -93,7 +71,7 @@ def test_a_sqlite_store_in_a_read_only_folder_is_a_clear_error(tmp_path: Path) -
     folder.chmod(0o555)
     try:
         for command in (["history", "list"], ["history", "import", "--traces", "bell"]):
-            proc = _as_user_without_root_rights(str(path), *command)
+            proc = cli_without_root_rights(str(path), *command)
             assert proc.returncode == 2, proc.stderr
             assert "Traceback" not in proc.stderr
             assert f"cannot write {path} or its folder {folder}" in proc.stderr
