@@ -768,14 +768,15 @@ def combine_nearest(
     # How far a cliff rises is the context's own (C3O's kmeans on one machine type: 2 to 7.5× from
     # 4 nodes to 2, with its input and k): a run where a candidate spills says how deep the cliff
     # is, not where the rest of the curve lies. Its level counts only when every run is in one.
-    spilling = np.any([superlinear_rise(log_n, curve, ns) > noise_sd for log_n, curve in candidates], axis=0)
+    rises = np.array([superlinear_rise(log_n, curve, ns) for log_n, curve in candidates])
+    spilling = np.any(rises > noise_sd, axis=0)
     # the candidates' weights: their own shapes' misfit (a re-fitted split fits any curve's runs)
     shapes_at_runs = at_runs
     if refit_split and len(np.unique(ns)) >= MIN_SCALE_OUTS_TO_CORRECT:
         # the split is read off runs no candidate sees a cliff at, at the runs' own noise (where one
         # does, a run says how deep the context's cliff is), and inside each candidate's points
         scatter = noise_sd if run_sd is None else run_sd
-        clear = ~np.any([superlinear_rise(log_n, curve, ns) > scatter for log_n, curve in candidates], axis=0)
+        clear = ~np.any(rises > scatter, axis=0)
         refits = [
             amdahl_refit(
                 log_n,
