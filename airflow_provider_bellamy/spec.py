@@ -7,7 +7,7 @@ rendered the templates) and the façade's ``size()``/``predict()``. Each door ha
 bad one is refused with the field and the value named.
 
 Values Jinja rendered as text are converted where that is unambiguous (``"8"`` → 8, ``"0.9"``
-→ 0.9, ``"[1, 2, 4]"`` → ``[1, 2, 4]``, ``"15m"``, ``"0:15:00"`` (a rendered timedelta) or
+→ 0.9, ``"[1, 2, 4]"`` or ``"1,2,4"`` → ``[1, 2, 4]``, ``"1-4"`` → ``[1, 2, 3, 4]``, ``"15m"``, ``"0:15:00"`` (a rendered timedelta) or
 ``"PT15M"`` → 900 s wherever a duration is accepted) and refused otherwise. Pure: no Airflow, no store, no torch.
 """
 
@@ -148,16 +148,50 @@ def _rendered_literal(text: str, field: str, problem: str, where: str | None) ->
         raise InvalidInputError(field, text, problem, where=where) from None
 
 
+SCALE_OUTS_PROBLEM = (
+    "must be candidate scale-outs: a list of integers >= 1 or its text (1,2,4 or [1, 2, 4]), "
+    "or a range: {min: 1, max: 8, step: 1} or its text 1-8 (2-12:2 every second)"
+)
+# Candidates as text, where a template, a shell or a pipeline file gives them: integers joined by
+# commas ("2,4,8", "{{ sizes | join(',') }}"; one alone, "8", is the list of it) or a range
+# "2-12" / "2-12:2" (min-max:step, both ends included). Other text is read as a literal.
+_SCALE_OUT_ITEMS_RE = re.compile(r"\d+(?:\s*,\s*\d+)*(?:\s*,)?")
+_SCALE_OUT_RANGE_RE = re.compile(r"(\d+)\s*-\s*(\d+)(?:\s*:\s*(\d+))?")
+
+
 def parse_scale_outs(value: Any, field: str = "scale_outs", where: str | None = None) -> list[int]:
     """Candidate scale-outs, sorted without repeats, from a list (tuple, range, array), a range
-    ``{min, max, step}``, or the text of a list (``"[1, 2, 4]"``, as a template renders it)."""
+    ``{min, max, step}``, or text: ``"1,2,4"``, ``"[1, 2, 4]"`` (a list as a template renders it),
+    ``"1-8"`` or ``"2-12:2"``. The one reader of candidates: the operators, pipeline files, the
+    façade and the CLI's ``--scale-outs``."""
     if isinstance(value, str):
         text = value.strip()
-        value = _rendered_literal(text, field, "must be a list of integers >= 1", where)
-        if isinstance(value, str):
-            raise InvalidInputError(field, text, "must be a list of integers >= 1", where=where)
+        span = _SCALE_OUT_RANGE_RE.fullmatch(text)
+        if span:
+            lo, hi, step = span.groups()
+            bounds = {"min": int(lo), "max": int(hi), "step": int(step or 1)}
+            try:
+                return _scale_out_range(bounds, field, where)
+            except InvalidInputError as exc:  # named by the text given, not by a key it has not
+                key = exc.field.removeprefix(f"{field}.")
+                problem = exc.problem if exc.problem.startswith("gives") else f"{key} {exc.problem}"
+                raise InvalidInputError(field, value, problem, where=where) from None
+        if _SCALE_OUT_ITEMS_RE.fullmatch(text):
+            value = [int(item) for item in text.split(",") if item.strip()]
+        else:
+            value = _rendered_literal(text, field, SCALE_OUTS_PROBLEM, where)
+            if isinstance(value, str):
+                raise InvalidInputError(field, text, SCALE_OUTS_PROBLEM, where=where)
     if isinstance(value, Mapping):
         return _scale_out_range(value, field, where)
+    if isinstance(value, int) and not isinstance(value, bool):
+        # one number: the only candidate, or all up to it? Refused rather than guessed.
+        raise InvalidInputError(
+            field,
+            value,
+            f"is one number: give [{value}] for one candidate, or 1-{value} for 1 to {value}",
+            where=where,
+        )
     if isinstance(value, (list, tuple)) and len(value) <= MAX_CANDIDATES:
         for i, item in enumerate(value):  # named by position (the list's own checks name the list)
             validate_scale_out(item, field=f"{field}[{i}]", where=where)

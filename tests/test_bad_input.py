@@ -340,4 +340,4 @@ def test_candidate_lists_are_limited_in_one_place(tmp_path: Path, capsys: pytest
     assert err.value.field == "jobs.grep.scale_out.max" and err.value.value == 10_000_000
     url = str(b.store.url)
     assert main(["--store-url", url, "predict", "grep", "--scale-outs", "1-10000000"]) == 2
-    assert "--scale-outs='1-10000000': gives 10,000,000 candidates" in capsys.readouterr().err
+    assert "--scale-outs='1-10000000': gives 10,000,000 candidate scale-outs" in capsys.readouterr().err

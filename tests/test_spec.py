@@ -4,6 +4,7 @@ it (text), and a bad value refused naming the field and the value."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -243,3 +244,53 @@ def test_argument_lists_and_mappings_as_given_and_as_rendered() -> None:
     for bad in ("a=1", "[1, 2]", "__import__('os')"):
         with pytest.raises(InvalidInputError, match="conf="):
             parse_mapping(bad, "conf")
+
+
+@pytest.mark.parametrize(
+    ("text", "candidates"),
+    [
+        ("1-4", [1, 2, 3, 4]),
+        (" 2 - 12 : 5 ", [2, 7, 12]),
+        ("4,1,2", [1, 2, 4]),
+        ("[4, 1, 2]", [1, 2, 4]),
+        ("8", [8]),  # a list of one joined ("{{ sizes | join(',') }}")
+    ],
+)
+def test_candidates_text_reads_the_same_through_every_door(
+    tmp_path: Path, text: str, candidates: list[int]
+) -> None:
+    """One grammar of candidates: the operators' rendered text, a pipeline file and the CLI's
+    ``--scale-outs`` (which read "1-4" and "[1, 2, 4]" differently before, each refusing the other's)."""
+    from airflow_provider_bellamy.cli._args import scale_outs_from
+    from airflow_provider_bellamy.config import load_pipeline_config
+
+    assert SizingSpec.parse({**BASE, "scale_outs": text}).scale_outs == candidates
+    assert scale_outs_from(text) == candidates
+    path = tmp_path / "p.yaml"
+    path.write_text(f"jobs:\n  j:\n    framework: spark\n    scale_out: '{text}'\n")
+    assert load_pipeline_config(path).job("j").scale_outs == candidates
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("4-1", "max must be >= min (4)"),
+        ("0-3", "min must be an integer >= 1"),
+        ("2-8:0", "step must be an integer >= 1"),
+        ("1-99999", "gives 99,999 candidate scale-outs"),
+        ("1..4", "must be candidate scale-outs"),
+        ("1,2,,4", "must be candidate scale-outs"),
+        # one number: the only candidate or all up to it? (text is a list joined: "8" is [8])
+        (8, "give [8] for one candidate, or 1-8 for 1 to 8"),
+    ],
+)
+def test_bad_candidates_are_named_by_the_value_given(value: Any, problem: str) -> None:
+    from airflow_provider_bellamy.cli._args import scale_outs_from
+
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse({**BASE, "scale_outs": value})
+    assert (err.value.field, err.value.value) == ("scale_outs", value) and problem in err.value.problem
+    if isinstance(value, str):
+        with pytest.raises(InvalidInputError) as err:
+            scale_outs_from(value)
+        assert (err.value.field, err.value.value) == ("--scale-outs", value)

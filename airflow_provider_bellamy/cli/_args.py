@@ -9,7 +9,6 @@ from typing import Any
 
 from airflow_provider_bellamy import spec
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import MAX_CANDIDATES
 
 
 def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +25,9 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
         "--context-json", default=None, help="the context as a JSON object (merged with --set)"
     )
     parser.add_argument(
-        "--scale-outs", required=True, help="candidate scale-outs: 2,4,8 or a range 2-12 (step 1) or 2-12:2"
+        "--scale-outs",
+        required=True,
+        help="candidate scale-outs: 2,4,8 or a range 2-12 (step 1) or 2-12:2, as in pipeline files",
     )
     parser.add_argument("--confidence", type=float, default=0.9)
     parser.add_argument("--framework", default=None)
@@ -58,21 +59,9 @@ def context_from(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def scale_outs_from(text: str) -> list[int]:
-    """``2,4,8`` | ``2-12`` | ``2-12:2``."""
-    try:
-        if "-" in text and "," not in text:
-            span, _, step = text.partition(":")
-            lo, _, hi = span.partition("-")
-            candidates: range | list[int] = range(int(lo), int(hi) + 1, int(step or 1))
-        else:
-            candidates = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise InvalidInputError("--scale-outs", text, "expected 2,4,8 or 2-12 or 2-12:2") from None
-    if len(candidates) > MAX_CANDIDATES:
-        raise InvalidInputError(
-            "--scale-outs", text, f"gives {len(candidates):,} candidates, more than {MAX_CANDIDATES:,}"
-        )
-    return list(candidates)
+    """``2,4,8`` | ``2-12`` | ``2-12:2`` | ``[2, 4, 8]``: read as the operators and pipeline files
+    read candidates (``spec.parse_scale_outs``), refused naming the flag."""
+    return spec.parse_scale_outs(text, "--scale-outs")
 
 
 def parse_duration(text: str, field: str) -> dt.timedelta:

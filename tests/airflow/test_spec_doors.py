@@ -41,6 +41,8 @@ TABLE: list[tuple[dict[str, Any], tuple[str, Any] | None]] = [
     ({"target": "1h30"}, ("target", "1h30")),
     ({"target": 300, "confidence": "0.8"}, None),
     ({"scale_outs": "[8, 2, 4]", "default_scale_out": "4"}, None),
+    ({"scale_outs": "2-8:2", "default_scale_out": "4"}, None),  # as the CLI's --scale-outs
+    ({"scale_outs": "8-2"}, ("scale_outs", "8-2")),
     ({"target": "1h30m", "objective": "min_cost", "price_per_node_hour": "0.25"}, None),
     ({"properties": {**CONTEXT, "cores": "8"}, "target": "5m"}, None),
     ({"target": "soon"}, ("target", "soon")),
