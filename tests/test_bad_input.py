@@ -3,6 +3,7 @@ error naming the field and the value, and loses nothing already stored."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,22 @@ def test_a_number_for_a_text_property_is_its_text_when_it_is_an_integer(tmp_path
     assert b.list_decisions()[0]["context"]["machine_type"] == "42"
     with pytest.raises(InvalidInputError, match=r"context\.machine_type=4\.5: .*give it as text"):
         b.size("grep", {**CONTEXT, "machine_type": 4.5}, [2, 4, 8], 300.0)
+
+
+def test_cli_set_keeps_the_text_of_a_text_property(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--set machine_type=08`` is the context whose runs hold "08" (as ``context={"machine_type":
+    "08"}`` is): until session 26 the CLI read it as the number 8 first, a context without runs."""
+    b = _store(tmp_path)
+    _history(b)  # machine_type holds text: "m5.xlarge"
+    _history(b, {**CONTEXT, "machine_type": "08"})
+    args = ["--store-url", str(b.store.url), "size", "grep", "--scale-outs", "2,4,8", "--target", "300"]
+    props = ["--set", "machine_type=08", "--set", "cores=8", "--set", "data_size_mb=2048", "--json"]
+    assert main([*args, *props]) in (0, 3)
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["context"] == {"machine_type": "08", "cores": 8.0, "data_size_mb": 2048.0}
+    assert "Ernest fitted on this context's 3 runs" in decision["fallback_reason"]
 
 
 def test_new_properties_take_their_kind_from_the_batch(tmp_path: Path) -> None:

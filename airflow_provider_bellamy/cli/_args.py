@@ -19,7 +19,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a context property (repeatable); numbers are read as numbers",
+        help="a context property (repeatable); numbers are read as numbers where the job type's runs hold numbers",
     )
     parser.add_argument(
         "--context-json", default=None, help="the context as a JSON object (merged with --set)"
@@ -31,13 +31,6 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--confidence", type=float, default=0.9)
     parser.add_argument("--framework", default=None)
-
-
-def parse_value(text: str) -> Any:
-    try:
-        return float(text) if any(c in text for c in ".eE") else int(text)
-    except ValueError:
-        return text
 
 
 def context_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -54,7 +47,9 @@ def context_from(args: argparse.Namespace) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InvalidInputError("--set", item, "expected KEY=VALUE")
-        context[key.strip()] = parse_value(value.strip())
+        # as given: the text is converted where the job type's runs are known (records.conform_context,
+        # as for the operators' rendered properties), so "08" stays "08" where the runs hold text
+        context[key.strip()] = value.strip()
     return context
 
 
