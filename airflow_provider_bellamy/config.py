@@ -11,8 +11,8 @@
         properties:              # the context (per node, never cluster totals)
           machine_type: local-2c
           data_size_mb: 64
-        scale_out: {min: 1, max: 4}   # or a list [1, 2, 4]; flink jobs: default 1 … the slots
-        target: 15m              # seconds, or 90s / 15m / 1h30m; or …
+        scale_out: {min: 1, max: 4}   # or 1-4, a list [1, 2, 4]; flink jobs: default 1 … the slots
+        target: 15m              # seconds, or 90s / 15m / 1h30m / 0:15:00 (h:mm:ss); or …
         # deadline: "2025-01-01T06:00:00+00:00" | dag | "{{ templated }}"
         # deadline_alert_name: sla  # with deadline: dag, which of the DAG's alerts
         # reserve: 10m | auto    # time the downstream tasks still need
@@ -34,6 +34,7 @@ Every error names the file, the job and the key: ``pipeline.yaml: jobs.daily_gre
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -234,6 +235,34 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
     )
 
 
+@functools.cache
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader with numbers read as YAML 1.2 reads them. YAML 1.1 reads ``15:00`` as
+    900 (base 60: ``target: 15:00`` became 15 minutes while the text ``"15:00"`` is refused, 15
+    minutes or 15 hours?) and ``010`` as 8 (octal). Here both stay text, for ``spec`` to read as
+    a template's text is read: a duration ``"1:30:00"`` is 5400 s, ``"15:00"`` refused, a property
+    ``"010"`` the number 10 where the job type's runs hold numbers, the text where they hold text."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    int_tag, float_tag = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in (int_tag, float_tag)]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    # PyYAML's own patterns less the base-60 and octal forms
+    integer = r"[-+]?0b[0-1_]+|[-+]?0x[0-9a-fA-F_]+|[-+]?(?:0|[1-9][0-9_]*)"
+    real = (
+        r"[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+    )
+    Loader.add_implicit_resolver(int_tag, re.compile(f"^(?:{integer})$"), list("-+0123456789"))
+    Loader.add_implicit_resolver(float_tag, re.compile(f"^(?:{real})$"), list("-+0123456789."))
+    return Loader
+
+
 def load_pipeline_config(path: str | Path) -> PipelineConfig:
     """Read and validate a pipeline YAML file; raises ``InvalidInputError`` naming file, job and key."""
     import yaml
@@ -243,7 +272,7 @@ def load_pipeline_config(path: str | Path) -> PipelineConfig:
     if not p.is_file():
         raise InvalidInputError("path", where, "no such pipeline config file")
     try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=_yaml_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""

@@ -179,3 +179,22 @@ def test_a_jobs_blocks_add_to_the_defaults_blocks_key_by_key(tmp_path: Path) -> 
         "executor_memory": "4g",
         "conf": {"spark.eventLog.enabled": "true"},
     }
+
+
+def test_numbers_are_read_as_yaml_1_2_reads_them_so_spec_reads_the_text(tmp_path: Path) -> None:
+    """PyYAML's YAML 1.1 read ``target: 15:00`` as 900 s (base 60) while the text "15:00" is
+    refused (15 minutes or 15 hours?), and ``010`` as 8 (octal): a file said what a template
+    could not."""
+    job = "jobs:\n  j:\n    framework: spark\n    scale_out: [1, 2]\n"
+    with pytest.raises(InvalidInputError) as err:
+        load_pipeline_config(write(tmp_path, job + "    target: 15:00\n"))
+    assert (err.value.field, err.value.value) == ("jobs.j.target", "15:00")
+    # h:mm:ss (a timedelta as Jinja renders it) is one reading
+    assert load_pipeline_config(write(tmp_path, job + "    target: 1:30:00\n")).job("j").target_s == 5400.0
+    loaded = load_pipeline_config(
+        write(
+            tmp_path, job + "    target: 1_000\n    properties: {a: 010, b: 1:20, c: 0x10, d: 2.5, e: -3}\n"
+        )
+    ).job("j")
+    assert loaded.target_s == 1000.0
+    assert loaded.properties == {"a": "010", "b": "1:20", "c": 16, "d": 2.5, "e": -3}
