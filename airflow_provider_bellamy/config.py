@@ -30,6 +30,7 @@
 The sizing keys are ``SizingSpec``'s arguments (``spec.py``), parsed by it as the operators'.
 
 Every error names the file, the job and the key: ``pipeline.yaml: jobs.daily_grep.confidence=1.5: …``.
+A value a job took from ``defaults:`` is named there: ``defaults.confidence=1.5: … (for jobs.daily_grep)``.
 """
 
 from __future__ import annotations
@@ -199,6 +200,26 @@ def _merged(under: Any, over: Any) -> Any:
     return {**under, **{key: _merged(under.get(key), value) for key, value in over.items()}}
 
 
+def _named_where_written(
+    exc: InvalidInputError, p: str, raw: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> InvalidInputError:
+    """An error about a value the job took from ``defaults:``, named there (the job has no such
+    key to find), with the job it was refused for."""
+    rest = exc.field.removeprefix(f"{p}.")
+    key = re.split(r"[.\[]", rest, maxsplit=1)[0]
+    own = raw.get(key)
+    if key not in defaults:
+        inherited = False
+    elif key not in _MERGED_KEYS or own is None:  # an empty block keeps the defaults' (_merged)
+        inherited = key not in raw or (key in _MERGED_KEYS and own is None)
+    else:  # a property (an operator argument) the job's own block does not set
+        sub = rest[len(key) + 1 :].split(".", 1)[0]
+        inherited = isinstance(own, Mapping) and bool(sub) and sub not in own
+    if exc.field == rest or not inherited:
+        return exc
+    return InvalidInputError(f"defaults.{rest}", exc.value, f"{exc.problem} (for {p})", where=exc.where)
+
+
 def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) -> JobConfig:
     p = f"jobs.{name}"
     if not isinstance(raw, Mapping):
@@ -215,18 +236,24 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
         raise InvalidInputError(f"{p}.framework", None, "is required (spark or flink)", where=where)
     arguments = {a: data[_YAML_NAMES.get(a, a)] for a in SIZING_ARGUMENTS if _YAML_NAMES.get(a, a) in data}
     arguments.setdefault("job_type", name)
-    spec = SizingSpec.parse(
-        arguments,
-        where=where,
-        prefix=f"{p}.",
-        names=_YAML_NAMES,
-        defer_templates=True,
-        # as BellamyFlinkOperator's: without scale_out, 1 … the cluster's task slots at launch
-        require_scale_outs=str(data["framework"]).strip().lower() != "flink",
-    )
+    try:
+        spec = SizingSpec.parse(
+            arguments,
+            where=where,
+            prefix=f"{p}.",
+            names=_YAML_NAMES,
+            defer_templates=True,
+            # as BellamyFlinkOperator's: without scale_out, 1 … the cluster's task slots at launch
+            require_scale_outs=str(data["framework"]).strip().lower() != "flink",
+        )
+    except InvalidInputError as exc:
+        raise _named_where_written(exc, p, raw, defaults) from None
 
-    spark = _operator_arguments(data, "spark", SPARK_KEYS, p, where)
-    flink = _operator_arguments(data, "flink", FLINK_KEYS, p, where)
+    try:
+        spark = _operator_arguments(data, "spark", SPARK_KEYS, p, where)
+        flink = _operator_arguments(data, "flink", FLINK_KEYS, p, where)
+    except InvalidInputError as exc:
+        raise _named_where_written(exc, p, raw, defaults) from None
     description = data.get("description")
     if description is not None:
         description = validate_label(description, f"{p}.description", where=where)
@@ -291,6 +318,8 @@ def load_pipeline_config(path: str | Path) -> PipelineConfig:
     defaults = raw.get("defaults") or {}
     if not isinstance(defaults, Mapping):
         raise InvalidInputError("defaults", defaults, "must be a mapping of job settings", where=where)
+    # named where it is written: merged into a job, a typo here read as the job's own key
+    _refuse_unknown_keys(defaults, JOB_KEYS, "defaults", where)
     jobs = raw.get("jobs")
     if not isinstance(jobs, Mapping) or not jobs:
         raise InvalidInputError(

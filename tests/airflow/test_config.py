@@ -198,3 +198,28 @@ def test_numbers_are_read_as_yaml_1_2_reads_them_so_spec_reads_the_text(tmp_path
     ).job("j")
     assert loaded.target_s == 1000.0
     assert loaded.properties == {"a": "010", "b": "1:20", "c": 16, "d": 2.5, "e": -3}
+
+
+@pytest.mark.parametrize(
+    ("defaults", "job", "field", "value"),
+    [
+        ("  confidance: 0.8\n", "", "defaults.confidance", 0.8),
+        ("  confidence: 1.5\n", "", "defaults.confidence", 1.5),
+        ("  confidence: 1.5\n", "    confidence: 2\n", "jobs.j.confidence", 2),
+        ("  default_scale_out: 3\n", "", "defaults.default_scale_out", 3),
+        ("  properties: {cores: nan}\n", "    properties: {mem: 1}\n", "defaults.properties.cores", "nan"),
+        ("  properties: {cores: 1}\n", "    properties: {mem: nan}\n", "jobs.j.properties.mem", "nan"),
+        ("  spark: {num_executors: 3}\n", "", "defaults.spark.num_executors", 3),
+    ],
+)
+def test_a_bad_value_from_the_defaults_is_named_in_the_defaults(
+    tmp_path: Path, defaults: str, job: str, field: str, value: object
+) -> None:
+    """The job has no such key to find: until session 26 a typo under ``defaults:`` was named
+    ``jobs.<each job>.<key>``."""
+    text = f"defaults:\n{defaults}jobs:\n  j:\n    framework: spark\n    scale_out: [1, 2]\n{job}"
+    with pytest.raises(InvalidInputError) as err:
+        load_pipeline_config(write(tmp_path, text))
+    assert (err.value.field, err.value.value) == (field, value)
+    if field.startswith("defaults.") and "unknown key" not in err.value.problem:
+        assert err.value.problem.endswith("(for jobs.j)")
