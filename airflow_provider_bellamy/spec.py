@@ -153,9 +153,10 @@ SCALE_OUTS_PROBLEM = (
     "or a range: {min: 1, max: 8, step: 1} or its text 1-8 (2-12:2 every second)"
 )
 # Candidates as text, where a template, a shell or a pipeline file gives them: integers joined by
-# commas ("2,4,8", "{{ sizes | join(',') }}"; one alone, "8", is the list of it) or a range
-# "2-12" / "2-12:2" (min-max:step, both ends included). Other text is read as a literal.
-_SCALE_OUT_ITEMS_RE = re.compile(r"\d+(?:\s*,\s*\d+)*(?:\s*,)?")
+# commas ("2,4,8"; one candidate "8,") or a range "2-12" / "2-12:2" (min-max:step, both ends
+# included). Other text is read as a literal. One number alone is refused, as text or not: the
+# only candidate, or all up to it ("{{ params.max_nodes }}")? Either guess would size silently wrong.
+_SCALE_OUT_ITEMS_RE = re.compile(r"(?:\d+\s*,\s*)+\d*")
 _SCALE_OUT_RANGE_RE = re.compile(r"(\d+)\s*-\s*(\d+)(?:\s*:\s*(\d+))?")
 
 
@@ -164,6 +165,7 @@ def parse_scale_outs(value: Any, field: str = "scale_outs", where: str | None = 
     ``{min, max, step}``, or text: ``"1,2,4"``, ``"[1, 2, 4]"`` (a list as a template renders it),
     ``"1-8"`` or ``"2-12:2"``. The one reader of candidates: the operators, pipeline files, the
     façade and the CLI's ``--scale-outs``."""
+    given = value
     if isinstance(value, str):
         text = value.strip()
         span = _SCALE_OUT_RANGE_RE.fullmatch(text)
@@ -185,11 +187,10 @@ def parse_scale_outs(value: Any, field: str = "scale_outs", where: str | None = 
     if isinstance(value, Mapping):
         return _scale_out_range(value, field, where)
     if isinstance(value, int) and not isinstance(value, bool):
-        # one number: the only candidate, or all up to it? Refused rather than guessed.
         raise InvalidInputError(
             field,
-            value,
-            f"is one number: give [{value}] for one candidate, or 1-{value} for 1 to {value}",
+            given,
+            f"is one number: give [{value}] (or {value},) for one candidate, or 1-{value} for 1 to {value}",
             where=where,
         )
     if isinstance(value, (list, tuple)) and len(value) <= MAX_CANDIDATES:

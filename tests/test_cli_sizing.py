@@ -77,7 +77,7 @@ def test_bad_cli_input_names_the_field(trained_store: str, capsys: pytest.Captur
     assert main(["--store-url", trained_store, "size", "grep", "--set", "oops", "--scale-outs", "2"]) == 2
     assert "--set" in capsys.readouterr().err
     # a context without the properties the model was trained with
-    assert main(["--store-url", trained_store, "predict", "grep", "--scale-outs", "2"]) == 2
+    assert main(["--store-url", trained_store, "predict", "grep", "--scale-outs", "2,"]) == 2
     assert "context." in capsys.readouterr().err
 
 

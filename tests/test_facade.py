@@ -309,7 +309,8 @@ BAD_SIZE_INPUTS = [
     ({"scale_outs": []}, "scale_outs"),
     ({"scale_outs": [0, 4]}, "scale_outs"),
     ({"scale_outs": [-2]}, "scale_outs"),
-    ({"scale_outs": 4}, "scale_outs"),  # one candidate, or 1 to 4? ("4", a list joined, is [4])
+    ({"scale_outs": "4"}, "scale_outs"),  # one candidate, or 1 to 4?
+    ({"scale_outs": 4}, "scale_outs"),
     ({"scale_outs": "4-1"}, "scale_outs"),
     ({"target_s": 0}, "target_s"),
     ({"target_s": -5.0}, "target_s"),

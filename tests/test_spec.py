@@ -253,7 +253,7 @@ def test_argument_lists_and_mappings_as_given_and_as_rendered() -> None:
         (" 2 - 12 : 5 ", [2, 7, 12]),
         ("4,1,2", [1, 2, 4]),
         ("[4, 1, 2]", [1, 2, 4]),
-        ("8", [8]),  # a list of one joined ("{{ sizes | join(',') }}")
+        ("8,", [8]),
     ],
 )
 def test_candidates_text_reads_the_same_through_every_door(
@@ -280,8 +280,9 @@ def test_candidates_text_reads_the_same_through_every_door(
         ("1-99999", "gives 99,999 candidate scale-outs"),
         ("1..4", "must be candidate scale-outs"),
         ("1,2,,4", "must be candidate scale-outs"),
-        # one number: the only candidate or all up to it? (text is a list joined: "8" is [8])
-        (8, "give [8] for one candidate, or 1-8 for 1 to 8"),
+        # one number: the only candidate, or all up to it ("{{ params.max_nodes }}")?
+        (8, "give [8] (or 8,) for one candidate, or 1-8 for 1 to 8"),
+        ("8", "give [8] (or 8,) for one candidate, or 1-8 for 1 to 8"),
     ],
 )
 def test_bad_candidates_are_named_by_the_value_given(value: Any, problem: str) -> None:
