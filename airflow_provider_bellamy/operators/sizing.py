@@ -41,6 +41,7 @@ from airflow_provider_bellamy.spec import (
     SIZING_ARGUMENTS,
     TEMPLATED_ARGUMENTS,
     SizingSpec,
+    parse_duration,
 )
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         default_scale_out: int | str | None = None,
         bellamy_conn_id: str = "bellamy_default",
         connect_timeout_s: float | None = None,
-        sizing_timeout_s: float = DEFAULT_SIZING_TIMEOUT_S,
+        sizing_timeout_s: float | dt.timedelta | str = DEFAULT_SIZING_TIMEOUT_S,
         **kwargs: Any,
     ) -> None:
         fixed = self.bellamy_framework
@@ -184,7 +185,8 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
             self.properties = {}
         self.bellamy_conn_id = bellamy_conn_id
         self.connect_timeout_s = connect_timeout_s
-        self.sizing_timeout_s = sizing_timeout_s
+        # not a template field: checked now, so "30s" or -1 fails the DAG at parse, not the launch
+        self.sizing_timeout_s = parse_duration(sizing_timeout_s, "sizing_timeout_s")
 
     @classmethod
     def from_config(cls, job: JobConfig, **kwargs: Any) -> Any:
