@@ -30,7 +30,7 @@ from airflow_provider_bellamy.hooks.job import JobStatusHook
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
 from airflow_provider_bellamy.records import validate_scale_out
-from airflow_provider_bellamy.spec import is_template, parse_properties
+from airflow_provider_bellamy.spec import is_template, parse_duration, parse_properties
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -81,7 +81,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         connect_timeout_s: float | None = None,
         fail_on_job_failure: bool = True,
         deferrable: bool = False,
-        request_timeout_s: float = 10.0,
+        request_timeout_s: float | dt.timedelta | str = 10.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -110,7 +110,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         self.connect_timeout_s = connect_timeout_s
         self.fail_on_job_failure = fail_on_job_failure
         self.deferrable = deferrable
-        self.request_timeout_s = float(request_timeout_s)
+        self.request_timeout_s = parse_duration(request_timeout_s, "request_timeout_s")
 
     # -- resolution ------------------------------------------------------------------------------
 
