@@ -325,6 +325,18 @@ def conform_property(
     return number
 
 
+def validate_property_name(key: Any, field: str, *, where: str | None = None) -> str:
+    """A context property's name as a user gives it: a non-empty string without spaces around it
+    (``" cores"`` would be another property than ``cores``, whose runs it would never find)."""
+    if not isinstance(key, str) or not key.strip():
+        raise InvalidInputError(field, key, "property names must be non-empty strings", where=where)
+    if key != key.strip():
+        raise InvalidInputError(
+            field, key, f"has spaces around the name; did you mean {key.strip()!r}?", where=where
+        )
+    return key
+
+
 def conform_context(
     context: Any,
     kinds: Mapping[str, str] | None = None,
@@ -342,10 +354,7 @@ def conform_context(
     skip = set(REQUIRED_COLUMNS) | set(PROVENANCE_COLUMNS)
     out: dict[str, str | float] = {}
     for key, value in context.items():
-        if not isinstance(key, str) or not key.strip():
-            raise InvalidInputError(
-                "context key", key, "property names must be non-empty strings", where=where
-            )
+        validate_property_name(key, "context key", where=where)
         if key in skip:
             continue
         norm = conform_property(value, kinds.get(key), field=f"{prefix}{key}", where=where)

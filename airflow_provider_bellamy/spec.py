@@ -32,6 +32,7 @@ from airflow_provider_bellamy.records import (
     validate_confidence,
     validate_job_type,
     validate_label,
+    validate_property_name,
     validate_scale_out,
     validate_scale_out_list,
 )
@@ -264,6 +265,7 @@ def parse_properties(value: Any, field: str = "properties", where: str | None = 
     (``records.conform_context``), so that ``"08"`` keeps its identity where runs hold text."""
     value = parse_mapping(value, field, where, what="a mapping of property to value")
     for key, item in value.items():
+        validate_property_name(key, f"{field} key", where=where)
         if key in FORBIDDEN_CONTEXT_KEYS:
             raise InvalidInputError(
                 f"{field}.{key}", item, "is not a context property (it is set by sizing)", where=where

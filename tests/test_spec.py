@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
+from airflow_provider_bellamy.records import conform_context
 from airflow_provider_bellamy.spec import (
     SIZING_ARGUMENTS,
     SizingSpec,
@@ -126,6 +127,19 @@ def test_rules_between_arguments_name_the_field_and_value(
     with pytest.raises(InvalidInputError) as err:
         SizingSpec.parse({**BASE, **arguments})
     assert (err.value.field, err.value.value) == (field, value)
+
+
+@pytest.mark.parametrize("key", [1, "", "  ", " cores", "cores ", None])
+def test_a_property_name_that_is_no_clean_text_is_refused_at_parse_naming_it(key: Any) -> None:
+    """Each was kept and failed only at launch (1, ""), or kept silently as another property than
+    ``cores``, whose runs it never finds (" cores"); refused at parse through every door, and in
+    a recorded run's context (records' one rule)."""
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse({**BASE, "properties": {"machine": "m5", key: 8}})
+    assert (err.value.field, err.value.value) == ("properties key", key)
+    with pytest.raises(InvalidInputError) as err:
+        conform_context({key: 8})
+    assert (err.value.field, err.value.value) == ("context key", key)
 
 
 def test_errors_carry_the_prefix_the_names_and_the_place() -> None:
