@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
@@ -203,16 +203,31 @@ _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _NON_FINITE = frozenset(sign + word for sign in ("", "+", "-") for word in ("nan", "inf", "infinity"))
 
 
-def property_kinds(contexts: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+class PropertyKinds(dict[str, str]):
+    """The kind of each property (``number``, ``text``, ``mixed``) and, for a text property, its
+    stored texts that read as numbers (``number_texts``): a number given for it becomes the one it
+    reads as (``1.0`` where the runs hold ``"1.0"``, see conform_property)."""
+
+    def __init__(
+        self, kinds: Mapping[str, str] | None = None, number_texts: Mapping[str, frozenset[str]] | None = None
+    ) -> None:
+        super().__init__(kinds or {})
+        self.number_texts: dict[str, frozenset[str]] = dict(number_texts or {})
+
+
+def property_kinds(contexts: Iterable[Mapping[str, Any]]) -> PropertyKinds:
     """The kind of each property among normalised (stored) contexts: ``number``, ``text`` or ``mixed``."""
     kinds: dict[str, str] = {}
+    texts: dict[str, set[str]] = {}
     for context in contexts:
         for key, value in context.items():
             if value is None:
                 continue
             kind = TEXT if isinstance(value, str) else NUMBER
             kinds[key] = kind if kinds.get(key, kind) == kind else MIXED
-    return kinds
+            if kind == TEXT and _DECIMAL.fullmatch(value):
+                texts.setdefault(key, set()).add(value)
+    return PropertyKinds(kinds, {k: frozenset(v) for k, v in texts.items() if kinds[k] == TEXT})
 
 
 def _raw_kind(value: Any) -> str | None:
@@ -256,7 +271,12 @@ def batch_kinds(contexts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
 
 
 def conform_property(
-    value: Any, kind: str | None, *, field: str, where: str | None = None
+    value: Any,
+    kind: str | None,
+    *,
+    field: str,
+    where: str | None = None,
+    number_texts: Collection[str] = (),
 ) -> str | float | None:
     """A property value given by a user (an API call, a file, a rendered template, ``--set``) as the
     store and the model read it, converted to ``kind`` where that is unambiguous.
@@ -264,14 +284,17 @@ def conform_property(
     ``kind`` is what the job type's stored runs hold for the property (``None``: it has none yet).
     Text reading as a decimal number becomes the number where the runs hold numbers, or hold
     nothing yet (as Jinja renders ``8`` as ``"8"``); an integer becomes its text (``42`` → ``"42"``)
-    where the runs hold text. Everything else that does not fit is refused, so that a value never
-    silently changes the context's identity or the prediction. NaN and infinity are refused; None
-    means "not given".
+    where the runs hold text, unless one stored text (``number_texts``) reads as the number given:
+    then that text (``1.0`` is ``"1.0"`` where the runs hold it, as YAML reads ``version: 1.0``);
+    several: refused, naming them. Everything else that does not fit is refused, so that a value
+    never silently changes the context's identity or the prediction. NaN and infinity are refused;
+    None means "not given".
     """
     if value is None:
         return None
     if hasattr(value, "item") and not isinstance(value, (str, bool)):
         value = value.item()  # numpy scalar
+    own_text: str | None = None
     if isinstance(value, bool):
         text: str | None = str(value).lower()
         number = None
@@ -281,6 +304,8 @@ def conform_property(
                 field, value, "must be a finite number (NaN and infinity are not values)", where=where
             )
         text, number = None, float(value)
+        # an integer's text is the text given; a float's (1.0, 1.1 from 1.10) may not be
+        own_text = str(value) if isinstance(value, int) else None
     elif isinstance(value, str):
         text, number = value.strip(), None
         if not text:
@@ -299,6 +324,19 @@ def conform_property(
         if text is not None:
             return text
         assert number is not None
+        if own_text is not None and own_text in number_texts:
+            return own_text
+        same = sorted(t for t in number_texts if float(t) == number)
+        if len(same) == 1:
+            return same[0]
+        if same:
+            raise InvalidInputError(
+                field,
+                value,
+                f"reads as each of the job type's stored texts {', '.join(map(repr, same))}; "
+                "give the one meant, as text",
+                where=where,
+            )
         if number.is_integer() and abs(number) < 2**53:
             return str(int(number))
         raise InvalidInputError(
@@ -351,13 +389,16 @@ def conform_context(
             "context", context, "must be a mapping of property name to value", where=where
         )
     kinds = kinds or {}
+    texts = getattr(kinds, "number_texts", {})
     skip = set(REQUIRED_COLUMNS) | set(PROVENANCE_COLUMNS)
     out: dict[str, str | float] = {}
     for key, value in context.items():
         validate_property_name(key, "context key", where=where)
         if key in skip:
             continue
-        norm = conform_property(value, kinds.get(key), field=f"{prefix}{key}", where=where)
+        norm = conform_property(
+            value, kinds.get(key), field=f"{prefix}{key}", where=where, number_texts=texts.get(key, ())
+        )
         if norm is not None:
             out[key] = norm
     return out
@@ -675,7 +716,9 @@ def prepare_runs(
     kinds = {}
     for job, contexts in by_job.items():
         new = [(w, {k: v for k, v in c.items() if k not in stored[job]}) for w, c in contexts]
-        kinds[job] = {**batch_kinds(new), **stored[job]}
+        kinds[job] = PropertyKinds(
+            {**batch_kinds(new), **stored[job]}, getattr(stored[job], "number_texts", None)
+        )
     return [prepare_run(rec, where(i), kinds) for i, rec in enumerate(flat)]
 
 

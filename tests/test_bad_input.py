@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from airflow_provider_bellamy.cli import main
@@ -193,6 +194,33 @@ def test_a_number_for_a_text_property_is_its_text_when_it_is_an_integer(tmp_path
     assert b.list_decisions()[0]["context"]["machine_type"] == "42"
     with pytest.raises(InvalidInputError, match=r"context\.machine_type=4\.5: .*give it as text"):
         b.size("grep", {**CONTEXT, "machine_type": 4.5}, [2, 4, 8], 300.0)
+
+
+def test_a_number_for_a_text_property_is_the_one_stored_text_reading_as_it(tmp_path: Path) -> None:
+    """``version: 1.0`` (YAML reads a float) where the runs hold ``"1.0"`` was ``"1"``: a context
+    without runs, silently. The one stored text reading as the number is taken; where several do,
+    refused naming them; where none does, an integer is its text (a new value, as before)."""
+    b = _store(tmp_path)
+    _history(b)  # machine_type holds text: "m5.xlarge"
+    _history(b, {**CONTEXT, "machine_type": "1.0"})
+    for given in (1.0, 1, np.float64(1.0)):
+        decision = b.size("grep", {**CONTEXT, "machine_type": given}, [2, 4, 8], 300.0)
+        assert "Ernest fitted on this context's 3 runs" in (decision.fallback_reason or ""), given
+        assert b.list_decisions()[0]["context"]["machine_type"] == "1.0"
+    b.record_run(
+        job_type="grep",
+        framework="spark",
+        scale_out=2,
+        runtime_s=390.0,
+        context={**CONTEXT, "machine_type": 1.0},
+    )
+    assert {r["context"]["machine_type"] for r in b.list_runs()} == {"m5.xlarge", "1.0"}
+    _history(b, {**CONTEXT, "machine_type": "1"})
+    assert b.size("grep", {**CONTEXT, "machine_type": 1}, [2, 4, 8], 300.0).context["machine_type"] == "1"
+    with pytest.raises(InvalidInputError, match=r"context\.machine_type=1\.0: .*'1', '1\.0'") as err:
+        b.size("grep", {**CONTEXT, "machine_type": 1.0}, [2, 4, 8], 300.0)
+    assert err.value.field == "context.machine_type"
+    assert b.size("grep", {**CONTEXT, "machine_type": 2.0}, [2, 4, 8], 300.0).context["machine_type"] == "2"
 
 
 def test_cli_set_keeps_the_text_of_a_text_property(
