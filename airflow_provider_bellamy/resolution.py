@@ -17,11 +17,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+
 from airflow_provider_bellamy import decision_log, run_history
 from airflow_provider_bellamy.decisions import Prediction
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
 from airflow_provider_bellamy.model_cache import cache_get, cache_put, load_version, version_key
 from airflow_provider_bellamy.records import ALL_JOB_TYPES, context_fingerprint, runs_frame
+from airflow_provider_bellamy.spec import LAUNCHED_FRAMEWORKS
 from airflow_provider_bellamy.store import ModelRepository, ModelVersion, Run, RunRepository
 
 if TYPE_CHECKING:
@@ -268,9 +271,28 @@ def finite_band(store: Store, req: Request, resolved: Resolved) -> tuple[Predict
     return finite_band(store, req, fell_back)
 
 
+def check_framework(store: Store, framework: str | None) -> None:
+    """Refuse a framework the provider does not launch and no stored run has: the model reads the
+    framework as a property, so a typo ("sprak") would be sized as an unseen value, silently. A
+    framework of one's own is known once runs of it are recorded (``record_run``, imports)."""
+    if framework is None or framework in LAUNCHED_FRAMEWORKS:
+        return
+    with store.read("checking the framework") as session:
+        if session.execute(sa.select(Run.id).where(Run.framework == framework).limit(1)).first():
+            return
+        stored = set(session.scalars(sa.select(Run.framework).distinct()))
+    raise InvalidInputError(
+        "framework",
+        framework,
+        f"unknown framework (known: {', '.join(sorted({*LAUNCHED_FRAMEWORKS, *stored}))}); "
+        "a framework of your own is known once runs of it are recorded",
+    )
+
+
 def request(store: Store, spec: SizingSpec) -> Request:
     """A parsed spec as a request, its context conformed to what the job type's stored runs hold."""
     assert spec.scale_outs is not None  # a request is sized among given candidates
+    check_framework(store, spec.framework)
     ctx = run_history.conform(store, spec.job_type, spec.properties)
     return Request(
         spec.job_type,

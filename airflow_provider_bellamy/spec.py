@@ -42,6 +42,10 @@ from airflow_provider_bellamy.records import (
 # not the target); run-max, the largest. sizing.ON_INFEASIBLE_RULES: the rule of each.
 ON_INFEASIBLE: tuple[str, ...] = ("fail", "warn", "run-likely", "run-max")
 
+# The frameworks the provider's operators launch. Another is sized only once runs of it are
+# recorded (``resolution.check_framework``): a typo such as "sprak" would be an unseen property value.
+LAUNCHED_FRAMEWORKS: tuple[str, ...] = ("spark", "flink")
+
 # ``deadline: dag`` (or the operators' ``use_dag_deadline=True``): the DAG's DeadlineAlert.
 DAG_DEADLINE = "dag"
 RESERVE_AUTO = "auto"

@@ -223,6 +223,24 @@ def test_a_number_for_a_text_property_is_the_one_stored_text_reading_as_it(tmp_p
     assert b.size("grep", {**CONTEXT, "machine_type": 2.0}, [2, 4, 8], 300.0).context["machine_type"] == "2"
 
 
+def test_a_framework_neither_launched_nor_recorded_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
+    """``framework="sprak"`` was sized as an unseen framework value (the model reads it as a
+    property), silently; a framework of one's own is sized once runs of it are recorded."""
+    b = _store(tmp_path)
+    _history(b)
+    with pytest.raises(InvalidInputError, match=r"known: flink, spark\)") as err:
+        b.size("grep", CONTEXT, [2, 4, 8], 300.0, framework="sprak")
+    assert (err.value.field, err.value.value) == ("framework", "sprak")
+    with pytest.raises(InvalidInputError, match="framework='sprak'"):
+        b.predict("grep", CONTEXT, [2, 4], framework="sprak")
+    assert b.list_decisions() == []
+    assert b.size("grep", CONTEXT, [2, 4, 8], 300.0, framework=" Flink ").framework == "flink"
+    b.record_run(job_type="other", framework="dask", scale_out=2, runtime_s=10.0, context={"cores": 1})
+    assert b.size("grep", CONTEXT, [2, 4, 8], 300.0, framework="dask").framework == "dask"
+    with pytest.raises(InvalidInputError, match=r"known: dask, flink, spark\)"):
+        b.size("grep", CONTEXT, [2, 4, 8], 300.0, framework="dsak")
+
+
 def test_cli_set_keeps_the_text_of_a_text_property(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
