@@ -176,10 +176,13 @@ class RunRepository:
         status: str | None = None,
         source: str | None = None,
         dataset: str | None = None,
+        fingerprint: str | None = None,
         limit: int | None = None,
         newest_first: bool = True,
     ) -> list[Run]:
         stmt = self._filtered(sa.select(Run), job_type, status, source, dataset)
+        if fingerprint is not None:  # one context's: found in ix_runs_context
+            stmt = stmt.where(Run.context_fingerprint == fingerprint)
         stmt = stmt.order_by(Run.id.desc() if newest_first else Run.id.asc())
         if limit is not None:
             stmt = stmt.limit(limit)
@@ -251,12 +254,16 @@ class RunRepository:
         stmt = sa.select(Run).where(Run.status == "success", Run.excluded_reason.is_(None))
         if job_type is not None:
             stmt = stmt.where(Run.job_type == job_type)
-        if fingerprint is not None:
-            stmt = stmt.where(Run.context_fingerprint == fingerprint)
         if after_id is not None:
             stmt = stmt.where(Run.id > after_id)
         if up_to_id is not None:
             stmt = stmt.where(Run.id <= up_to_id)
+        if fingerprint is not None:
+            # One context's, sorted here: asked for in id order, SQLite walks ix_runs_training
+            # (job type, status, id) and reads every successful run of the job type to filter
+            # the context; without the order it seeks the context in ix_runs_context.
+            stmt = stmt.where(Run.context_fingerprint == fingerprint)
+            return sorted(self.session.scalars(stmt), key=lambda run: run.id)
         return list(self.session.scalars(stmt.order_by(Run.id)))
 
     def recent_training_runs(

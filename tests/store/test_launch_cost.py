@@ -206,3 +206,38 @@ def test_the_context_window_is_the_newest_runs_per_scale_out(
             i for n in SCALE_OUTS for i in sorted(r.id for r in every if r.scale_out == n)[-per_scale_out:]
         )[-3:]
         assert [r.id for r in window] == expected
+
+
+def test_reading_one_context_s_runs_does_not_read_the_job_type_s_others(
+    bellamy: Bellamy, store: Store
+) -> None:
+    """``runs_frame(job_type, context=...)``, trainable runs or every run: the context's rows
+    found in ``ix_runs_context``, not the job type's history filtered (in Python, or row by row
+    through ``ix_runs_training``)."""
+
+    def others(contexts: int, repeats: int) -> list[dict[str, Any]]:
+        return [r for r in _runs(contexts, repeats) if r["data_size_mb"] != MEASURED["data_size_mb"]]
+
+    measured = _runs(contexts=1, repeats=2)  # 8 runs of the measured context
+    bellamy.record_runs([*measured, {**measured[0], "status": "failed"}, *others(3, 4)])  # + 32 others
+
+    def read() -> tuple[list[StoreWork], list[int]]:
+        _analyze(store)
+        bellamy.runs_frame("grep", context=MEASURED)  # the property kinds, read per context, cached
+        works, sizes = [], []
+        for successful_only in (True, False):
+            with store_work(store) as work:
+                frame = bellamy.runs_frame("grep", successful_only=successful_only, context=MEASURED)
+            works.append(work)
+            sizes.append(len(frame))
+        return works, sizes
+
+    small, small_sizes = read()
+    small_costs = _costs(store, *small)
+    bellamy.record_runs(others(10, 80))  # 2,880 more runs, none of the measured context
+    big, big_sizes = read()
+    big_costs = _costs(store, *big)
+    assert small_sizes == big_sizes == [8, 9]  # its runs, the failed one among every run
+    for what, before, after in zip(("trainable runs", "every run"), small_costs, big_costs, strict=True):
+        assert after <= MAX_WORK_GROWTH * before + 20, f"{what}: {before} -> {after} ({store.dialect})"
+
