@@ -241,3 +241,34 @@ def test_reading_one_context_s_runs_does_not_read_the_job_type_s_others(
     for what, before, after in zip(("trainable runs", "every run"), small_costs, big_costs, strict=True):
         assert after <= MAX_WORK_GROWTH * before + 20, f"{what}: {before} -> {after} ({store.dialect})"
 
+
+def test_an_unknown_job_type_s_launch_does_not_read_every_run(bellamy: Bellamy, store: Store) -> None:
+    """Its refusal names the known job types (and ``train`` lists them): a few seeks per job type,
+    not a DISTINCT over every run."""
+    from airflow_provider_bellamy.exceptions import UnknownJobTypeError
+
+    other = {"framework": "spark", "scale_out": 2, "runtime_s": 10.0, "machine_type": "m5.xlarge"}
+    bellamy.record_runs(
+        [
+            *_runs(contexts=3, repeats=4),
+            {**other, "job_type": "sort", "status": "failed"},
+            {**other, "job_type": "wc"},
+        ]
+    )
+
+    def launch() -> StoreWork:
+        _analyze(store)
+        with store_work(store) as work:
+            with pytest.raises(UnknownJobTypeError, match="grep") as refused:
+                bellamy.size("etl", MEASURED, SCALE_OUTS, 200.0)
+            with store.read() as session:
+                repo = RunRepository(session)
+                assert repo.job_types() == ["grep", "sort", "wc"]
+                assert repo.job_types(successful_only=True) == ["grep", "wc"]
+        assert "sort" in str(refused.value)
+        return work
+
+    small = _cost(store, launch())
+    bellamy.record_runs(_runs(contexts=10, repeats=80))  # 3,200 more runs of grep
+    big = _cost(store, launch())
+    assert big <= MAX_WORK_GROWTH * small + 20, f"{small} -> {big} ({store.dialect})"
