@@ -194,6 +194,19 @@ class RunRepository:
         limit: int | None = None,
         newest_first: bool = True,
     ) -> list[Run]:
+        if job_type is not None and status is None and fingerprint is None and limit is not None:
+            # A job type's newest runs (`history list --job-type`): the newest of each status, a
+            # walk down ix_runs_training (job type, status, id) each, merged; in one statement
+            # the database sorts every run of the job type for the first few.
+            found = [
+                run
+                for each in RUN_STATUSES
+                for run in self.list(
+                    job_type=job_type, status=each, source=source, dataset=dataset, limit=limit,
+                    newest_first=newest_first,
+                )
+            ]  # fmt: skip
+            return sorted(found, key=lambda run: run.id, reverse=newest_first)[:limit]
         stmt = self._filtered(sa.select(Run), job_type, status, source, dataset)
         if fingerprint is not None:  # one context's: found in ix_runs_context
             stmt = stmt.where(Run.context_fingerprint == fingerprint)

@@ -272,3 +272,29 @@ def test_an_unknown_job_type_s_launch_does_not_read_every_run(bellamy: Bellamy, 
     bellamy.record_runs(_runs(contexts=10, repeats=80))  # 3,200 more runs of grep
     big = _cost(store, launch())
     assert big <= MAX_WORK_GROWTH * small + 20, f"{small} -> {big} ({store.dialect})"
+
+
+def test_a_job_type_s_newest_runs_are_read_without_sorting_its_history(
+    bellamy: Bellamy, store: Store
+) -> None:
+    """``bellamy history list --job-type``: the newest runs of each status, merged."""
+    runs = _runs(contexts=3, repeats=4)
+    bellamy.record_runs(runs[:-2] + [{**r, "status": "failed"} for r in runs[-2:]])
+
+    def newest() -> tuple[StoreWork, list[tuple[int, str]]]:
+        _analyze(store)
+        with store_work(store) as work:
+            rows = bellamy.list_runs("grep", limit=5)
+        return work, [(r["id"], r["status"]) for r in rows]
+
+    small, listed = newest()
+    assert [status for _, status in listed] == ["failed", "failed", "success", "success", "success"]
+    assert [i for i, _ in listed] == sorted((r["id"] for r in bellamy.list_runs(limit=None)), reverse=True)[
+        :5
+    ]
+    small_cost = _cost(store, small)
+    bellamy.record_runs(_runs(contexts=10, repeats=80))  # 3,200 more
+    big, listed = newest()
+    assert [status for _, status in listed] == ["success"] * 5
+    big_cost = _cost(store, big)
+    assert big_cost <= MAX_WORK_GROWTH * small_cost + 20, f"{small_cost} -> {big_cost} ({store.dialect})"
