@@ -279,10 +279,12 @@ def record_from_context(
         return None
     from airflow_provider_bellamy.hooks.bellamy import BellamyHook
 
+    task = context.get("task") or getattr(ti, "task", None)
     pending = pending_row(ti)
     if pending is not None:
-        # the job's own figures, which the operator or sensor could not store a moment ago
-        facade = BellamyHook(bellamy_conn_id).get_facade()
+        # the job's own figures, which the operator or sensor could not store a moment ago, for
+        # the store it meant (a callback's default connection may name another)
+        facade = BellamyHook(getattr(task, "bellamy_conn_id", None) or bellamy_conn_id).get_facade()
         if pending["external_id"] is not None:
             stored = facade.recorded_job_run(pending["framework"], pending["external_id"])
             if stored is not None:
@@ -290,7 +292,6 @@ def record_from_context(
                 return int(stored)
         pending["source"] = f"{source}, retrying the {pending['source']}'s write-back"
         return write_back(facade, ti, **pending)
-    task = context.get("task") or getattr(ti, "task", None)
     decision = None
     if scale_out is None or job_type is None:
         decision = find_sizing_decision(ti, task, sizing_task_id) if task is not None else None

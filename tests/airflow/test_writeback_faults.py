@@ -15,13 +15,14 @@ CONTEXT = {"machine_type": "emr-m5", "cores": 4, "data_size_mb": 512.0}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["write refused", "store not opened"])
+@pytest.mark.parametrize("fault", ["write refused", "store not opened", "write refused, callback"])
 def test_a_failed_write_back_is_retried_with_the_jobs_own_figures(
-    airflow_db: str, bellamy_store: Any, monkeypatch: pytest.MonkeyPatch, fault: str
+    airflow_db: str, bellamy_store: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, fault: str
 ) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
     from airflow.sdk import DAG
 
+    from airflow_provider_bellamy.callbacks import record_runtime
     from airflow_provider_bellamy.exceptions import StoreError
     from airflow_provider_bellamy.facade import Bellamy
     from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
@@ -30,6 +31,17 @@ def test_a_failed_write_back_is_retried_with_the_jobs_own_figures(
     from tests.fixtures.airflow_db import run_dag_test
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_FAKE", connection_json("spark", host="local[1]", extra={}))
+    # the operator's store under its own connection; bellamy_default (a callback's default) elsewhere
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BELLAMY_OPS",
+        connection_json("bellamy", extra={"store_url": f"sqlite:///{tmp_path / 'bellamy.db'}"}),
+    )
+    elsewhere_url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    elsewhere = Bellamy(elsewhere_url)
+    elsewhere.upgrade()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BELLAMY_DEFAULT", connection_json("bellamy", extra={"store_url": elsewhere_url})
+    )
 
     def spark_submit(self: Any, context: Any) -> None:
         time.sleep(0.5)  # the JVM's start and stop around the application
@@ -41,7 +53,7 @@ def test_a_failed_write_back_is_retried_with_the_jobs_own_figures(
     monkeypatch.setattr(SparkSubmitOperator, "execute", spark_submit)
     monkeypatch.setattr(BellamySparkSubmitHook, "observe_application", observe)
     calls = {"n": 0}
-    if fault == "write refused":
+    if fault.startswith("write refused"):
         real = Bellamy.record_run
 
         def record_run(self: Any, **kwargs: Any) -> Any:
@@ -75,10 +87,12 @@ def test_a_failed_write_back_is_retried_with_the_jobs_own_figures(
             properties=CONTEXT,
             scale_outs=[2, 4],
             default_scale_out=2,
+            bellamy_conn_id="bellamy_ops",
+            on_success_callback=record_runtime if fault.endswith("callback") else None,
         )
     dr = run_dag_test(dag)
     assert task_states(dr) == {"grep": "success"}
-    assert calls["n"] == (2 if fault == "write refused" else 3)  # failed once, then retried
+    assert calls["n"] == (3 if fault == "store not opened" else 2)  # failed once, then retried
 
     (run,) = bellamy_store.list_runs("etl", limit=None)
     assert (run["try_number"], run["status"]) == (1, "success")
@@ -86,4 +100,5 @@ def test_a_failed_write_back_is_retried_with_the_jobs_own_figures(
     assert run["runtime_s"] == pytest.approx(0.25)
     assert (run["scale_out"], run["requested_scale_out"], run["queue_s"]) == (1, 2, 0.1)
     decisions = bellamy_store.list_decisions("etl")  # none stored with the store down at sizing
-    assert [d["id"] for d in decisions] == ([run["decision_id"]] if fault == "write refused" else [])
+    assert [d["id"] for d in decisions] == ([] if fault == "store not opened" else [run["decision_id"]])
+    assert elsewhere.count_runs() == 0  # a callback retries it in the operator's store, not its default
