@@ -41,6 +41,11 @@ _recorded: dict[tuple[str, str, str, int, int], int] = {}
 # Tries whose job outlives them (a durable submission a retry reattaches to): recording them would
 # store the same job twice, so callbacks and the listener leave them to the try that sees it end.
 _left_to_retry: set[tuple[str, str, str, int, int]] = set()
+# Tries whose job ended and whose write-back the store did not take (down, refusing): the row the
+# operator or sensor meant to write, which the listener or a callback of the same try writes instead
+# of the task's wall time (that holds sizing, submission and polling besides the job, at the size
+# asked for, not the one granted).
+_pending: dict[tuple[str, str, str, int, int], dict[str, Any]] = {}
 
 
 def try_key(ti: Any) -> tuple[str, str, str, int, int]:
@@ -64,6 +69,20 @@ def recorded_row(ti: Any) -> int | None:
 def mark_recorded(ti: Any, row_id: int) -> None:
     with _lock:
         _recorded[try_key(ti)] = row_id
+        _pending.pop(try_key(ti), None)
+
+
+def keep_pending(ti: Any, row: Mapping[str, Any]) -> None:
+    """Keep the row a write-back is about to write (``write_back``'s keywords) until it is stored."""
+    with _lock:
+        _pending[try_key(ti)] = dict(row)
+
+
+def pending_row(ti: Any) -> dict[str, Any] | None:
+    """The row of this try that its operator or sensor could not store, if any."""
+    with _lock:
+        row = _pending.get(try_key(ti))
+        return dict(row) if row is not None else None
 
 
 def leave_to_retry(ti: Any) -> None:
@@ -83,9 +102,11 @@ def forget_recorded(ti: Any | None = None) -> None:
         if ti is None:
             _recorded.clear()
             _left_to_retry.clear()
+            _pending.clear()
         else:
             _recorded.pop(try_key(ti), None)
             _left_to_retry.discard(try_key(ti))
+            _pending.pop(try_key(ti), None)
 
 
 def _as_utc(value: Any) -> dt.datetime | None:
@@ -123,6 +144,25 @@ def write_back(
     if existing is not None:
         log.info("Bellamy: try %s already recorded as run %s; not recording again", try_key(ti), existing)
         return existing
+    keep_pending(
+        ti,
+        {
+            "job_type": job_type,
+            "framework": framework,
+            "scale_out": scale_out,
+            "runtime_s": runtime_s,
+            "status": status,
+            "properties": dict(properties),
+            "started_at": started_at,
+            "ended_at": ended_at,
+            "external_id": external_id,
+            "decision_id": decision_id,
+            "source": source,
+            "queue_s": queue_s,
+            "requested_scale_out": requested_scale_out,
+            "excluded_reason": excluded_reason,
+        },
+    )
     dag_id, task_id, run_id, map_index, try_number = try_key(ti)
     row_id = facade.record_run(
         job_type=job_type,
@@ -237,7 +277,21 @@ def record_from_context(
             "Bellamy: not recording %s: its job runs on, for the retry that reattaches to it", try_key(ti)
         )
         return None
+    from airflow_provider_bellamy.hooks.bellamy import BellamyHook
+
     task = context.get("task") or getattr(ti, "task", None)
+    pending = pending_row(ti)
+    if pending is not None:
+        # the job's own figures, which the operator or sensor could not store a moment ago, for
+        # the store it meant (a callback's default connection may name another)
+        facade = BellamyHook(getattr(task, "bellamy_conn_id", None) or bellamy_conn_id).get_facade()
+        if pending["external_id"] is not None:
+            stored = facade.recorded_job_run(pending["framework"], pending["external_id"])
+            if stored is not None:
+                mark_recorded(ti, stored)
+                return int(stored)
+        pending["source"] = f"{source}, retrying the {pending['source']}'s write-back"
+        return write_back(facade, ti, **pending)
     decision = None
     if scale_out is None or job_type is None:
         decision = find_sizing_decision(ti, task, sizing_task_id) if task is not None else None
@@ -256,8 +310,6 @@ def record_from_context(
     if runtime is None or runtime <= 0:
         log.warning("Bellamy: not recording %s: no start time to measure the runtime from", try_key(ti))
         return None
-    from airflow_provider_bellamy.hooks.bellamy import BellamyHook
-
     facade = BellamyHook(bellamy_conn_id).get_facade()
     return write_back(
         facade,

@@ -22,7 +22,12 @@ log = logging.getLogger(__name__)
 
 
 def _record(task_instance: Any) -> None:
-    from airflow_provider_bellamy.callbacks import is_bellamy_sized, record_from_context, recorded_row
+    from airflow_provider_bellamy.callbacks import (
+        is_bellamy_sized,
+        pending_row,
+        record_from_context,
+        recorded_row,
+    )
 
     task = getattr(task_instance, "task", None)
     if task is None or not is_bellamy_sized(task):
@@ -36,8 +41,9 @@ def _record(task_instance: Any) -> None:
         conn_id = getattr(task, "bellamy_conn_id", None)
         if conn_id:
             options["bellamy_conn_id"] = conn_id
-        if getattr(task, "_bellamy_records_itself", False):
-            # the operator's own decision is in its XCom; its try was not recorded (it failed early)
+        if getattr(task, "_bellamy_records_itself", False) and pending_row(task_instance) is None:
+            # the operator's own decision is in its XCom; its try was not recorded (it failed early).
+            # One whose write-back failed left its row: record_from_context writes that instead.
             decision = task_instance.xcom_pull(task_ids=task.task_id, key="bellamy_decision")
             if not decision:
                 return

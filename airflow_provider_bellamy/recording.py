@@ -66,35 +66,37 @@ class BellamyRecordingMixin:
 
         The runtime is the time the job ran (``status.runtime_s``), the wait before it ``queue_s``;
         ``scale_out`` is what it ran at, ``requested_scale_out`` what sizing asked for."""
-        from airflow_provider_bellamy.callbacks import write_back
+        from airflow_provider_bellamy.callbacks import keep_pending, mark_recorded, write_back
 
         if status.runtime_s is None:
             self.log.warning(
                 "Bellamy: %s job %s reports no duration; not recorded", status.kind, status.job_id
             )
             return None
+        ti = context["ti"]
+        row = {
+            "job_type": job_type,
+            "framework": framework,
+            "scale_out": scale_out,
+            # A job that failed within its first millisecond still has to be a valid run (> 0 s).
+            "runtime_s": status.runtime_s if status.runtime_s > 0 else 0.001,
+            "status": "success" if status.succeeded else "failed",
+            "properties": dict(properties),
+            "started_at": status.started_at,
+            "ended_at": status.ended_at,
+            "external_id": status.job_id,
+            "decision_id": decision_id,
+            "source": source,
+            "queue_s": status.queue_s,
+            "requested_scale_out": requested_scale_out,
+            "excluded_reason": None,
+        }
+        keep_pending(ti, row)  # a store that cannot be opened leaves it to the listener
         if facade is None:
             facade = self._bellamy_store_hook().get_facade()
         existing = facade.recorded_job_run(framework, status.job_id)
         if existing is not None:
             self.log.info("Bellamy: job %s is already recorded as run %s", status.job_id, existing)
+            mark_recorded(ti, existing)
             return existing
-        # A job that failed within its first millisecond still has to be a valid run (> 0 s).
-        runtime_s = status.runtime_s if status.runtime_s > 0 else 0.001
-        return write_back(
-            facade,
-            context["ti"],
-            job_type=job_type,
-            framework=framework,
-            scale_out=scale_out,
-            runtime_s=runtime_s,
-            status="success" if status.succeeded else "failed",
-            properties=properties,
-            started_at=status.started_at,
-            ended_at=status.ended_at,
-            external_id=status.job_id,
-            decision_id=decision_id,
-            source=source,
-            queue_s=status.queue_s,
-            requested_scale_out=requested_scale_out,
-        )
+        return write_back(facade, ti, **row)

@@ -126,9 +126,7 @@ def read_frame(
         if successful_only:
             rows = repo.training_runs(job_type, fingerprint=fingerprint)
         else:
-            rows = repo.list(job_type=job_type, newest_first=False)
-            if fingerprint is not None:
-                rows = [r for r in rows if r.context_fingerprint == fingerprint]
+            rows = repo.list(job_type=job_type, fingerprint=fingerprint, newest_first=False)
     return runs_frame(rows, provenance=not successful_only)
 
 

@@ -505,30 +505,30 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         ended_at: dt.datetime,
         app_id: str | None,
     ) -> dict[str, Any] | None:
-        from airflow_provider_bellamy.callbacks import write_back
+        from airflow_provider_bellamy.callbacks import keep_pending, write_back
 
         requested = int(decision["chosen_scale_out"])
+        row = {
+            "job_type": self.job_type,
+            "framework": "spark",
+            "scale_out": observed.scale_out,
+            "runtime_s": max(observed.runtime_s, 1e-3),
+            "status": status,
+            "properties": self.sizing_spec().properties,
+            "started_at": started_at,
+            "ended_at": ended_at,
+            "external_id": app_id,
+            "decision_id": decision.get("decision_id"),
+            "source": "operator",
+            "queue_s": observed.queue_s,
+            "requested_scale_out": requested,
+            "excluded_reason": observed.excluded_reason,
+        }
         with self.unrecorded_is_a_warning("the run"):
+            keep_pending(ti, row)  # a store that cannot be opened leaves it to the listener
             if facade is None:
                 facade = self._hook_bellamy_facade()
-            row_id = write_back(
-                facade,
-                ti,
-                job_type=self.job_type,
-                framework="spark",
-                scale_out=observed.scale_out,
-                runtime_s=max(observed.runtime_s, 1e-3),
-                status=status,
-                properties=self.sizing_spec().properties,
-                started_at=started_at,
-                ended_at=ended_at,
-                external_id=app_id,
-                decision_id=decision.get("decision_id"),
-                source="operator",
-                queue_s=observed.queue_s,
-                requested_scale_out=requested,
-                excluded_reason=observed.excluded_reason,
-            )
+            row_id = write_back(facade, ti, **row)
             return {
                 "run_row_id": row_id,
                 "job_type": self.job_type,

@@ -50,6 +50,20 @@ _CONTEXTS_OF_JOB_TYPE = sa.text(
     """
 ).columns(context=sa.JSON)
 
+# The store's job types, a seek each in ix_runs_context (job type first): where DISTINCT reads
+# every run's index entry (a year of a large deployment: millions, on an unknown job type's launch).
+_JOB_TYPES = sa.text(
+    """
+    WITH RECURSIVE jobs(job_type) AS (
+        SELECT min(job_type) FROM runs
+        UNION ALL
+        SELECT (SELECT min(job_type) FROM runs WHERE job_type > jobs.job_type)
+        FROM jobs WHERE jobs.job_type IS NOT NULL
+    )
+    SELECT job_type FROM jobs WHERE job_type IS NOT NULL
+    """
+).columns(sa.column("job_type", sa.String))
+
 # The scale-outs one context ran at (successful runs), a seek each.
 _CONTEXT_SCALE_OUTS = """
     WITH RECURSIVE scale(n) AS (
@@ -176,10 +190,26 @@ class RunRepository:
         status: str | None = None,
         source: str | None = None,
         dataset: str | None = None,
+        fingerprint: str | None = None,
         limit: int | None = None,
         newest_first: bool = True,
     ) -> list[Run]:
+        if job_type is not None and status is None and fingerprint is None and limit is not None:
+            # A job type's newest runs (`history list --job-type`): the newest of each status, a
+            # walk down ix_runs_training (job type, status, id) each, merged; in one statement
+            # the database sorts every run of the job type for the first few.
+            found = [
+                run
+                for each in RUN_STATUSES
+                for run in self.list(
+                    job_type=job_type, status=each, source=source, dataset=dataset, limit=limit,
+                    newest_first=newest_first,
+                )
+            ]  # fmt: skip
+            return sorted(found, key=lambda run: run.id, reverse=newest_first)[:limit]
         stmt = self._filtered(sa.select(Run), job_type, status, source, dataset)
+        if fingerprint is not None:  # one context's: found in ix_runs_context
+            stmt = stmt.where(Run.context_fingerprint == fingerprint)
         stmt = stmt.order_by(Run.id.desc() if newest_first else Run.id.asc())
         if limit is not None:
             stmt = stmt.limit(limit)
@@ -251,12 +281,16 @@ class RunRepository:
         stmt = sa.select(Run).where(Run.status == "success", Run.excluded_reason.is_(None))
         if job_type is not None:
             stmt = stmt.where(Run.job_type == job_type)
-        if fingerprint is not None:
-            stmt = stmt.where(Run.context_fingerprint == fingerprint)
         if after_id is not None:
             stmt = stmt.where(Run.id > after_id)
         if up_to_id is not None:
             stmt = stmt.where(Run.id <= up_to_id)
+        if fingerprint is not None:
+            # One context's, sorted here: asked for in id order, SQLite walks ix_runs_training
+            # (job type, status, id) and reads every successful run of the job type to filter
+            # the context; without the order it seeks the context in ix_runs_context.
+            stmt = stmt.where(Run.context_fingerprint == fingerprint)
+            return sorted(self.session.scalars(stmt), key=lambda run: run.id)
         return list(self.session.scalars(stmt.order_by(Run.id)))
 
     def recent_training_runs(
@@ -400,10 +434,18 @@ class RunRepository:
         ).scalar()
 
     def job_types(self, *, successful_only: bool = False) -> list[str]:
-        stmt = sa.select(Run.job_type).distinct()
-        if successful_only:
-            stmt = stmt.where(Run.status == "success")
-        return sorted(self.session.scalars(stmt))
+        """The job types with stored runs (``successful_only``: with a successful one), sorted; a
+        few index seeks per job type, whatever the runs (``_JOB_TYPES``)."""
+        known = sorted(self.session.execute(_JOB_TYPES).scalars())
+        if not successful_only or not known:
+            return known
+        has_success = [
+            sa.exists().where(Run.job_type == job, Run.status == "success") for job in known
+        ]  # a seek each in ix_runs_training
+        found: list[bool] = []
+        for start in range(0, len(has_success), 200):
+            found += self.session.execute(sa.select(*has_success[start : start + 200])).one()
+        return [job for job, ok in zip(known, found, strict=True) if ok]
 
     def has_job_type(self, job_type: str) -> bool:
         stmt = sa.select(Run.id).where(Run.job_type == job_type).limit(1)

@@ -206,3 +206,95 @@ def test_the_context_window_is_the_newest_runs_per_scale_out(
             i for n in SCALE_OUTS for i in sorted(r.id for r in every if r.scale_out == n)[-per_scale_out:]
         )[-3:]
         assert [r.id for r in window] == expected
+
+
+def test_reading_one_context_s_runs_does_not_read_the_job_type_s_others(
+    bellamy: Bellamy, store: Store
+) -> None:
+    """``runs_frame(job_type, context=...)``, trainable runs or every run: the context's rows
+    found in ``ix_runs_context``, not the job type's history filtered (in Python, or row by row
+    through ``ix_runs_training``)."""
+
+    def others(contexts: int, repeats: int) -> list[dict[str, Any]]:
+        return [r for r in _runs(contexts, repeats) if r["data_size_mb"] != MEASURED["data_size_mb"]]
+
+    measured = _runs(contexts=1, repeats=2)  # 8 runs of the measured context
+    bellamy.record_runs([*measured, {**measured[0], "status": "failed"}, *others(3, 4)])  # + 32 others
+
+    def read() -> tuple[list[StoreWork], list[int]]:
+        _analyze(store)
+        bellamy.runs_frame("grep", context=MEASURED)  # the property kinds, read per context, cached
+        works, sizes = [], []
+        for successful_only in (True, False):
+            with store_work(store) as work:
+                frame = bellamy.runs_frame("grep", successful_only=successful_only, context=MEASURED)
+            works.append(work)
+            sizes.append(len(frame))
+        return works, sizes
+
+    small, small_sizes = read()
+    small_costs = _costs(store, *small)
+    bellamy.record_runs(others(10, 80))  # 2,880 more runs, none of the measured context
+    big, big_sizes = read()
+    big_costs = _costs(store, *big)
+    assert small_sizes == big_sizes == [8, 9]  # its runs, the failed one among every run
+    for what, before, after in zip(("trainable runs", "every run"), small_costs, big_costs, strict=True):
+        assert after <= MAX_WORK_GROWTH * before + 20, f"{what}: {before} -> {after} ({store.dialect})"
+
+
+def test_an_unknown_job_type_s_launch_does_not_read_every_run(bellamy: Bellamy, store: Store) -> None:
+    """Its refusal names the known job types (and ``train`` lists them): a few seeks per job type,
+    not a DISTINCT over every run."""
+    from airflow_provider_bellamy.exceptions import UnknownJobTypeError
+
+    other = {"framework": "spark", "scale_out": 2, "runtime_s": 10.0, "machine_type": "m5.xlarge"}
+    bellamy.record_runs(
+        [
+            *_runs(contexts=3, repeats=4),
+            {**other, "job_type": "sort", "status": "failed"},
+            {**other, "job_type": "wc"},
+        ]
+    )
+
+    def launch() -> StoreWork:
+        _analyze(store)
+        with store_work(store) as work:
+            with pytest.raises(UnknownJobTypeError, match="grep") as refused:
+                bellamy.size("etl", MEASURED, SCALE_OUTS, 200.0)
+            with store.read() as session:
+                repo = RunRepository(session)
+                assert repo.job_types() == ["grep", "sort", "wc"]
+                assert repo.job_types(successful_only=True) == ["grep", "wc"]
+        assert "sort" in str(refused.value)
+        return work
+
+    small = _cost(store, launch())
+    bellamy.record_runs(_runs(contexts=10, repeats=80))  # 3,200 more runs of grep
+    big = _cost(store, launch())
+    assert big <= MAX_WORK_GROWTH * small + 20, f"{small} -> {big} ({store.dialect})"
+
+
+def test_a_job_type_s_newest_runs_are_read_without_sorting_its_history(
+    bellamy: Bellamy, store: Store
+) -> None:
+    """``bellamy history list --job-type``: the newest runs of each status, merged."""
+    runs = _runs(contexts=3, repeats=4)
+    bellamy.record_runs(runs[:-2] + [{**r, "status": "failed"} for r in runs[-2:]])
+
+    def newest() -> tuple[StoreWork, list[tuple[int, str]]]:
+        _analyze(store)
+        with store_work(store) as work:
+            rows = bellamy.list_runs("grep", limit=5)
+        return work, [(r["id"], r["status"]) for r in rows]
+
+    small, listed = newest()
+    assert [status for _, status in listed] == ["failed", "failed", "success", "success", "success"]
+    assert [i for i, _ in listed] == sorted((r["id"] for r in bellamy.list_runs(limit=None)), reverse=True)[
+        :5
+    ]
+    small_cost = _cost(store, small)
+    bellamy.record_runs(_runs(contexts=10, repeats=80))  # 3,200 more
+    big, listed = newest()
+    assert [status for _, status in listed] == ["success"] * 5
+    big_cost = _cost(store, big)
+    assert big_cost <= MAX_WORK_GROWTH * small_cost + 20, f"{small_cost} -> {big_cost} ({store.dialect})"

@@ -199,8 +199,15 @@ def test_hot_queries_use_indexes(bellamy: Bellamy, store: Store) -> None:
         # training's summary and window of a job type
         lambda s: RunRepository(s).training_summary("grep"),
         lambda s: RunRepository(s).recent_training_runs("grep", per_scale_out=20, limit=20_000),
+        # reads outside the launch path: an unknown job type's refusal and train() (the job
+        # types), history list --job-type, one context's runs (runs_frame)
+        lambda s: RunRepository(s).job_types(successful_only=True),
+        lambda s: RunRepository(s).list(job_type="grep", limit=20),
+        lambda s: RunRepository(s).list(job_type="grep", fingerprint=fp, newest_first=False),
+        lambda s: RunRepository(s).training_runs("grep", fingerprint=fp),
         # retention
         lambda s: DecisionRepository(s).prune_batch(dt.datetime(2000, 1, 1), keep_linked=False),
+        lambda s: ModelRepository(s).prune(keep=3, job_type="grep"),
         lambda s: s.execute(sa.text("SELECT 1")),
     ]
     with _statements(store) as seen:
