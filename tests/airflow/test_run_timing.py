@@ -90,6 +90,23 @@ def test_master_sampler_follows_one_application_by_id() -> None:
     assert timing.queue_s == sampler.samples[2][0]
 
 
+def test_master_sampler_skips_an_answer_it_cannot_read() -> None:
+    """A malformed answer is a missed sample: it ended the sampling thread, leaving the
+    timing to the samples before it."""
+    answers = iter(
+        [
+            {"activeapps": [{"id": "app-1", "cores": 2}]},
+            {"activeapps": [{"id": "app-1", "cores": "n/a"}]},
+            {"activeapps": ["app-1"]},
+            {"activeapps": [{"id": "app-1", "cores": 4}]},
+        ]
+    )
+    sampler = MasterGrantSampler(fetch=lambda: next(answers), app_id=lambda: "app-1", executor_cores=2)
+    for _ in range(4):
+        sampler.poll_once()
+    assert [n for _, n in sampler.samples] == [1, 2] and sampler.errors == 2
+
+
 def _flink_job(**timestamps: int) -> dict[str, Any]:
     return {
         "jid": "a" * 32,
