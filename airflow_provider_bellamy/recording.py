@@ -68,6 +68,14 @@ class BellamyRecordingMixin:
         ``scale_out`` is what it ran at, ``requested_scale_out`` what sizing asked for."""
         from airflow_provider_bellamy.callbacks import keep_pending, mark_recorded, write_back
 
+        if status.unreadable:
+            self.log.warning(
+                "Bellamy: %s job %s: the cluster answered figures that do not parse (%s), read as not "
+                "reported",
+                status.kind,
+                status.job_id,
+                status.unreadable,
+            )
         if status.runtime_s is None:
             self.log.warning(
                 "Bellamy: %s job %s reports no duration; not recorded", status.kind, status.job_id

@@ -60,6 +60,10 @@ class FlinkJob:
     job_type: str | None = None
     # When the job switched to RUNNING (``timestamps.RUNNING``): before it, it was queued.
     running_time_ms: int | None = None
+    # Fields of the answer that did not parse (read as not reported), e.g. ``duration='n/a'``.
+    unreadable: tuple[str, ...] = ()
+    # False when neither ``duration`` nor end-time − start-time could be read.
+    duration_known: bool = True
 
     @property
     def terminal(self) -> bool:
@@ -104,21 +108,53 @@ def validate_job_id(job_id: Any) -> str:
 
 
 def parse_flink_job(payload: Mapping[str, Any]) -> FlinkJob:
-    """A ``GET /jobs/<id>`` answer as a :class:`FlinkJob`."""
+    """A ``GET /jobs/<id>`` answer as a :class:`FlinkJob`.
+
+    A timing or parallelism field that does not parse is read as not reported and named in
+    ``unreadable``: the job's state is what a wait needs, and a job that finished must not fail
+    its task (nor, on a retry, be waited for again) over one malformed figure."""
+    unreadable: list[str] = []
+
+    def number(source: Mapping[str, Any], key: str) -> int | None:
+        value = source.get(key)
+        if value is None or value == "":
+            return None
+        try:
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            unreadable.append(f"{key}={str(value)[:40]!r}")
+            return None
+
     vertices: dict[str, int] = {}
     for vertex in payload.get("vertices") or []:
-        name = str(vertex.get("name") or vertex.get("id"))
-        vertices[name] = int(vertex.get("parallelism") or 0)
+        if isinstance(vertex, Mapping):
+            name = str(vertex.get("name") or vertex.get("id"))
+            vertices[name] = number(vertex, "parallelism") or 0
+    timestamps = payload.get("timestamps")
+    start = number(payload, "start-time") or 0
+    end = number(payload, "end-time")
+    end = -1 if end is None else end
+    duration = number(payload, "duration")
+    duration_known = True
+    if duration is None:
+        if "duration" in payload and payload.get("duration") not in (None, ""):
+            # unreadable: Flink's duration is end-time − start-time for an ended job
+            duration_known = start > 0 and end > start
+            duration = end - start if duration_known else 0
+        else:
+            duration = 0
     return FlinkJob(
         job_id=str(payload.get("jid")),
         name=str(payload.get("name", "")),
         state=str(payload.get("state", "UNKNOWN")),
-        start_time_ms=int(payload.get("start-time") or 0),
-        end_time_ms=int(payload.get("end-time") or -1),
-        duration_ms=int(payload.get("duration") or 0),
+        start_time_ms=start,
+        end_time_ms=end,
+        duration_ms=duration,
         vertex_parallelism=vertices,
         job_type=payload.get("job-type"),
-        running_time_ms=int((payload.get("timestamps") or {}).get("RUNNING") or 0) or None,
+        running_time_ms=(number(timestamps, "RUNNING") if isinstance(timestamps, Mapping) else None) or None,
+        unreadable=tuple(unreadable),
+        duration_known=duration_known,
     )
 
 
@@ -176,6 +212,8 @@ class JobStatus:
     cause: str | None = None
     # When the job had its resources and ran (Flink: RUNNING); None when the cluster does not say.
     running_time_ms: int | None = None
+    # What the cluster answered that did not parse (read as not reported), for the log.
+    unreadable: str | None = None
 
     @property
     def queue_s(self) -> float | None:
@@ -268,11 +306,12 @@ def flink_status_steps(job_id: str, where: str) -> StatusSteps:
         succeeded=job.succeeded,
         start_time_ms=job.start_time_ms or None,
         end_time_ms=job.end_time_ms if job.end_time_ms > 0 else None,
-        duration_ms=job.duration_ms if job.terminal else None,
+        duration_ms=job.duration_ms if job.terminal and job.duration_known else None,
         parallelism=job.parallelism,
         name=job.name,
         cause=cause,
         running_time_ms=job.running_time_ms if job.start_time_ms else None,
+        unreadable=", ".join(job.unreadable) or None,
     )
 
 

@@ -8,9 +8,11 @@ server, through ``JobStatusHook``), so the operator opens no connection itself.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -148,10 +150,16 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         history_server_url: str | None = None,
         standalone: bool = False,
         sampler: MasterGrantSampler | None = None,
+        fallback: ObservedRun | None = None,
     ) -> ObservedRun | None:
         """A finished application's own timing when Spark reports it: a history server's attempt
         and executor add times, else the standalone master's duration split by the sampled
-        grants; None when neither has it."""
+        grants, else ``fallback`` (None without one).
+
+        The job has ended when this is called: a source whose answer does not parse (a partial
+        or malformed figure) is passed over for the next one, logged and named in the returned
+        ``source``; failing the task here would make a retry run the whole job again."""
+        unread: list[str] = []
         if history_server_url and app_id:
             history = JobStatusHook("spark-history", history_server_url, timeout_s=5.0)
             # the history server picks the event log up on its next scan
@@ -163,9 +171,18 @@ class BellamySparkSubmitHook(SparkSubmitHook):
             )
             if found is not None:
                 attempt, executors = found
-                duration_s = float(attempt["duration"]) / 1000.0
-                timing = timing_from_history(attempt, executors, executor_cores)
-                return ObservedRun.of(duration_s, timing, f"history server ({app_id})", requested)
+                observed = self._read_figures(
+                    history.where,
+                    unread,
+                    lambda: ObservedRun.of(
+                        float(attempt["duration"]) / 1000.0,
+                        timing_from_history(attempt, executors, executor_cores),
+                        f"history server ({app_id})",
+                        requested,
+                    ),
+                )
+                if observed is not None:
+                    return _noting(observed, unread)
         if standalone:
             master = self.master_status_hook()
             # the master moves the application to completedapps a moment after it exits
@@ -177,10 +194,34 @@ class BellamySparkSubmitHook(SparkSubmitHook):
                 give_up_when_unreachable=True,
             )
             if app is not None:
-                duration_s = float(app["duration"]) / 1000.0
-                timing = sampler.timing(duration_s) if sampler is not None else None
-                return ObservedRun.of(duration_s, timing, f"standalone master ({app.get('id')})", requested)
-        return None
+
+                def from_master() -> ObservedRun:
+                    duration_s = float(app["duration"]) / 1000.0
+                    timing = sampler.timing(duration_s) if sampler is not None else None
+                    return ObservedRun.of(
+                        duration_s, timing, f"standalone master ({app.get('id')})", requested
+                    )
+
+                observed = self._read_figures(master.where, unread, from_master)
+                if observed is not None:
+                    return _noting(observed, unread)
+        return None if fallback is None else _noting(fallback, unread)
+
+    def _read_figures(
+        self, where: str, unread: list[str], read: Callable[[], ObservedRun]
+    ) -> ObservedRun | None:
+        """``read()``; None, logged and noted in ``unread``, when the answer's figures do not
+        parse or are not a duration."""
+        try:
+            observed = read()
+            if not math.isfinite(observed.runtime_s) or observed.runtime_s <= 0:
+                raise ValueError(f"runtime {observed.runtime_s!r} s")
+            return observed
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            note = f"{where} answered figures that do not parse ({type(exc).__name__}: {str(exc)[:200]})"
+            self.log.warning("Bellamy: %s; the runtime comes from the next source", note)
+            unread.append(note)
+            return None
 
     def driver_status(self, driver_id: str) -> JobStatus | None:
         """A standalone cluster-mode driver's status once it has ended and the master lists its
@@ -192,3 +233,10 @@ class BellamySparkSubmitHook(SparkSubmitHook):
             polls=20,
             interval_s=0.5,
         )
+
+
+def _noting(observed: ObservedRun, unread: Sequence[str]) -> ObservedRun:
+    """``observed`` with the sources passed over named in its ``source``."""
+    if not unread:
+        return observed
+    return dataclasses.replace(observed, source=f"{observed.source} ({'; '.join(unread)})")

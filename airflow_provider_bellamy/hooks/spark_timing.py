@@ -195,17 +195,17 @@ class MasterGrantSampler:
             return
         try:
             status = self.fetch()
-        except Exception:  # a missed sample only coarsens the timing
+            app = next((a for a in status.get("activeapps") or [] if a.get("id") == app_id), None)
+            if app is None:
+                return
+            executors = int(app.get("cores") or 0) // max(self.executor_cores, 1)
+        except Exception:  # a missed sample only coarsens the timing (uncaught, it ends the thread)
             self.errors += 1
             return
-        for app in status.get("activeapps") or []:
-            if app.get("id") == app_id:
-                now = time.monotonic()
-                if self._first_seen is None:
-                    self._first_seen = now
-                executors = int(app.get("cores") or 0) // max(self.executor_cores, 1)
-                self.samples.append((now - self._first_seen, executors))
-                return
+        now = time.monotonic()
+        if self._first_seen is None:
+            self._first_seen = now
+        self.samples.append((now - self._first_seen, executors))
 
     def timing(self, duration_s: float) -> RunTiming | None:
         """The split of the application's ``duration_s`` (the master's own figure)."""

@@ -347,6 +347,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                     history_server_url=self.history_server_url,
                     standalone=settings.get("kind") == "standalone",
                     sampler=sampler,
+                    fallback=observed,
                 )
                 or observed
             )

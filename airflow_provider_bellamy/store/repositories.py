@@ -451,40 +451,6 @@ class RunRepository:
         stmt = sa.select(Run.id).where(Run.job_type == job_type).limit(1)
         return self.session.execute(stmt).first() is not None
 
-    def contexts(self, job_type: str) -> list[dict[str, Any]]:
-        """One entry per context of a job type: fingerprint, properties, successful runs, scale-outs."""
-        stmt = (
-            sa.select(
-                Run.context_fingerprint,
-                sa.func.count(Run.id),
-                sa.func.min(Run.id),
-                sa.func.max(Run.id),
-            )
-            .where(Run.job_type == job_type, Run.status == "success")
-            .group_by(Run.context_fingerprint)
-            .order_by(sa.func.min(Run.id))
-        )
-        out = []
-        for fp, count, first_id, newest_id in self.session.execute(stmt):
-            first = self.session.get(Run, first_id)
-            scale_outs = sorted(
-                self.session.scalars(
-                    sa.select(Run.scale_out)
-                    .where(Run.job_type == job_type, Run.context_fingerprint == fp, Run.status == "success")
-                    .distinct()
-                )
-            )
-            out.append(
-                {
-                    "fingerprint": fp,
-                    "context": first.context if first else {},
-                    "runs": int(count),
-                    "newest_run_id": int(newest_id),
-                    "scale_outs": scale_outs,
-                }
-            )
-        return out
-
 
 class ModelRepository:
     def __init__(self, session: Session) -> None:

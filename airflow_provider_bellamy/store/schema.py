@@ -124,6 +124,8 @@ class Run(Base):
             postgresql_where=sa.text("decision_id IS NOT NULL"),
         ),
         sa.Index("ix_runs_dataset", "source", "dataset"),
+        # The newest runs of one source (list_runs(source="observed")): a walk, not a sort.
+        sa.Index("ix_runs_source", "source", "id"),
         # Operators look up a cluster job (Spark app id, Flink job id) and a task's past runtimes.
         sa.Index("ix_runs_external", "framework", "external_id"),
         sa.Index("ix_runs_airflow_task", "dag_id", "task_id", "id"),

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.hooks.flink import parse_flink_job
-from airflow_provider_bellamy.hooks.job_status import flink_status_steps
+from airflow_provider_bellamy.hooks.job_status import JobStatus, flink_status_steps
 from airflow_provider_bellamy.hooks.spark_timing import (
     MasterGrantSampler,
     ObservedRun,
@@ -90,6 +90,23 @@ def test_master_sampler_follows_one_application_by_id() -> None:
     assert timing.queue_s == sampler.samples[2][0]
 
 
+def test_master_sampler_skips_an_answer_it_cannot_read() -> None:
+    """A malformed answer is a missed sample: it ended the sampling thread, leaving the
+    timing to the samples before it."""
+    answers = iter(
+        [
+            {"activeapps": [{"id": "app-1", "cores": 2}]},
+            {"activeapps": [{"id": "app-1", "cores": "n/a"}]},
+            {"activeapps": ["app-1"]},
+            {"activeapps": [{"id": "app-1", "cores": 4}]},
+        ]
+    )
+    sampler = MasterGrantSampler(fetch=lambda: next(answers), app_id=lambda: "app-1", executor_cores=2)
+    for _ in range(4):
+        sampler.poll_once()
+    assert [n for _, n in sampler.samples] == [1, 2] and sampler.errors == 2
+
+
 def _flink_job(**timestamps: int) -> dict[str, Any]:
     return {
         "jid": "a" * 32,
@@ -115,6 +132,38 @@ def test_flink_runtime_is_running_to_finished() -> None:
     assert status.runtime_s + status.queue_s == status.duration_ms / 1000
     # a Flink that reports no RUNNING time: the whole duration, no queue
     assert parse_flink_job(_flink_job()).runtime_s == 30.0
+
+
+def _finished_status(payload: dict[str, Any]) -> Any:
+    steps = flink_status_steps("a" * 32, "test")
+    next(steps)
+    with pytest.raises(StopIteration) as done:
+        steps.send((200, payload))
+    return done.value.value
+
+
+def test_flink_figures_that_do_not_parse_are_read_as_not_reported() -> None:
+    """A finished job whose answer has a malformed figure still reads as finished (its task must
+    not fail, nor its retry wait for it again): the figure is read as not reported, and named."""
+    status = _finished_status({**_flink_job(RUNNING=5_000, FINISHED=31_000), "duration": "n/a"})
+    assert status.terminal and status.succeeded
+    # Flink's duration is end-time - start-time
+    assert status.duration_ms == 30_000 and status.runtime_s == 26.0 and status.queue_s == 4.0
+    assert status.unreadable == "duration='n/a'"
+    # a RUNNING time and a vertex parallelism that do not parse: the whole duration, no queue
+    job = parse_flink_job(
+        {
+            **_flink_job(RUNNING="5 s"),  # type: ignore[arg-type]
+            "vertices": [{"name": "src", "parallelism": "three"}, {"name": "map", "parallelism": 2}],
+        }
+    )
+    assert job.runtime_s == 30.0 and job.queue_ms is None and job.parallelism == 2
+    assert job.unreadable == ("parallelism='three'", "RUNNING='5 s'")
+    # nothing to read a duration from: no runtime (not recorded), never a 0 s run
+    status = _finished_status({**_flink_job(), "duration": "n/a", "start-time": "soon"})
+    assert status.succeeded and status.duration_ms is None and status.runtime_s is None
+    assert status.unreadable == "start-time='soon', duration='n/a'"
+    assert JobStatus.from_dict(status.to_dict()) == status  # a trigger's event carries it
 
 
 def test_store_keeps_timing_and_trains_only_on_runs_at_one_size(bellamy_store: Any, tmp_path: Path) -> None:

@@ -298,3 +298,34 @@ def test_a_job_type_s_newest_runs_are_read_without_sorting_its_history(
     assert [status for _, status in listed] == ["success"] * 5
     big_cost = _cost(store, big)
     assert big_cost <= MAX_WORK_GROWTH * small_cost + 20, f"{small_cost} -> {big_cost} ({store.dialect})"
+
+
+def test_the_newest_observed_runs_are_read_without_sorting_them_all(bellamy: Bellamy, store: Store) -> None:
+    """``list_runs(source="observed")``: a walk down ix_runs_source, where SQLite sorted every
+    observed run (found in ix_runs_dataset) for the first few."""
+
+    def observed(runs: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
+        return [{**r, "dag_id": "d", "task_id": "t", "run_id": f"{tag}-{i}"} for i, r in enumerate(runs)]
+
+    bellamy.record_runs(observed(_runs(contexts=3, repeats=4), "small"))
+    bellamy.record_runs(_runs(contexts=3, repeats=1))  # traces, newer: passed over
+
+    def newest() -> tuple[StoreWork, list[int]]:
+        _analyze(store)
+        with store_work(store) as work:
+            rows = bellamy.list_runs(source="observed", limit=5)
+        assert {r["source"] for r in rows} == {"observed"}
+        return work, [r["id"] for r in rows]
+
+    def expected() -> list[int]:
+        ids = [r["id"] for r in bellamy.list_runs(limit=None) if r["source"] == "observed"]
+        return sorted(ids, reverse=True)[:5]
+
+    small, listed = newest()
+    assert listed == expected()
+    small_cost = _cost(store, small)
+    bellamy.record_runs(observed(_runs(contexts=10, repeats=80), "big"))  # 3,200 more
+    big, listed = newest()
+    assert listed == expected()
+    big_cost = _cost(store, big)
+    assert big_cost <= MAX_WORK_GROWTH * small_cost + 20, f"{small_cost} -> {big_cost} ({store.dialect})"

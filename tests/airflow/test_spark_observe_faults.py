@@ -1,0 +1,156 @@
+"""A cluster answering unreadable figures after a Spark job succeeded, under ``dag.test()``: the
+job's success stands and is recorded once, its runtime from the next source (history server,
+then the standalone master, then spark-submit's wall time), the source passed over named."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tests.fixtures.airflow import connection_json, task_states, xcom_value
+
+CONTEXT = {"machine_type": "emr-m5", "cores": 4, "data_size_mb": 512.0}
+APP_ID = "app-20261124200000-0000"
+SUBMIT_S = 0.3  # spark-submit's own wall time in these tests
+GOOD_ATTEMPT = {
+    "completed": True,
+    "duration": 4000,
+    "startTime": "2026-11-24T20:00:00.000GMT",
+    "endTime": "2026-11-24T20:00:04.000GMT",
+}
+
+
+@pytest.fixture
+def cluster() -> Iterator[dict[str, Any]]:
+    """A history server and a standalone master's web UI on 127.0.0.1 answering what the test
+    puts in ``answers`` (path -> JSON body); fault injection for servers we cannot make misbehave."""
+    state: dict[str, Any] = {"answers": {}, "asked": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            state["asked"].append(self.path)
+            body = state["answers"].get(self.path)
+            payload = json.dumps(body).encode() if body is not None else b"{}"
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
+    yield state
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+CASES = {
+    # case: (history attempt or None for no history server, the master's completed app or None
+    # for a local master, expected runtime (None: spark-submit's wall time), source's start, passed over)
+    "history readable": (GOOD_ATTEMPT, None, 4.0, f"history server ({APP_ID})", None),
+    "history duration unreadable": (
+        {**GOOD_ATTEMPT, "duration": "n/a"},
+        None,
+        None,
+        "wall time of spark-submit",
+        "the Spark history server",
+    ),
+    "history times unreadable, master next": (
+        {**GOOD_ATTEMPT, "startTime": "2026-11-24 20:00:00"},
+        {"id": APP_ID, "name": "grep", "duration": 3000},
+        3.0,
+        f"standalone master ({APP_ID})",
+        "the Spark history server",
+    ),
+    "master duration unreadable": (
+        None,
+        {"id": APP_ID, "name": "grep", "duration": "3 s"},
+        None,
+        "wall time of spark-submit",
+        "the Spark master",
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(CASES))
+def test_unreadable_figures_after_a_successful_job_fall_back_to_the_next_source(
+    airflow_db: str, bellamy_store: Any, monkeypatch: pytest.MonkeyPatch, cluster: dict[str, Any], case: str
+) -> None:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import DAG
+
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+    from tests.fixtures.airflow_db import run_dag_test
+
+    attempt, master_app, runtime, source, passed_over = CASES[case]
+    standalone = master_app is not None
+    answers = cluster["answers"]
+    if attempt is not None:
+        answers[f"/api/v1/applications/{APP_ID}"] = {"id": APP_ID, "attempts": [attempt]}
+        answers[f"/api/v1/applications/{APP_ID}/allexecutors"] = []
+    if standalone:
+        answers["/json/"] = {"activeapps": [], "completedapps": [master_app]}
+        conn = connection_json(
+            "spark", host="spark://127.0.0.1", port=7077, extra={"master-webui": cluster["url"]}
+        )
+    else:
+        conn = connection_json("spark", host="local[1]", extra={})
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_FAKE", conn)
+    submits = {"n": 0}
+
+    def spark_submit(self: Any, context: Any) -> None:
+        submits["n"] += 1
+        self._hook.bellamy_app_id = APP_ID  # as spark-submit logs it
+        time.sleep(SUBMIT_S)
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", spark_submit)
+    with DAG(
+        "test_spark_observe_faults", schedule=None, start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    ) as dag:
+        BellamySparkSubmitOperator(
+            task_id="grep",
+            conn_id="spark_fake",
+            application="job.py",
+            job_type="etl",
+            properties=CONTEXT,
+            scale_outs=[2, 4],
+            default_scale_out=2,
+            history_server_url=cluster["url"] if attempt is not None else None,
+            retries=1,
+            retry_delay=dt.timedelta(seconds=0),
+        )
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"grep": "success"}
+    assert submits["n"] == 1  # the job ran once: no retry re-ran it
+
+    result = xcom_value(dr, "grep")
+    assert result["runtime_source"].startswith(source)
+    if passed_over is None:
+        assert result["runtime_source"] == source
+    else:
+        assert (
+            f"{passed_over} at {cluster['url']} answered figures that do not parse"
+            in result["runtime_source"]
+        )
+    (run,) = bellamy_store.list_runs("etl", limit=None)
+    assert (run["status"], run["try_number"], run["scale_out"]) == ("success", 1, 2)
+    if runtime is None:  # spark-submit's own wall time
+        assert SUBMIT_S <= run["runtime_s"] < 2.0
+    else:
+        assert run["runtime_s"] == pytest.approx(runtime)
+    assert run["runtime_s"] == pytest.approx(result["runtime_s"])
