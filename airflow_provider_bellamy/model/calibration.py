@@ -951,8 +951,8 @@ def answering_k(calibration: Calibration, k: int, environment: str | None = None
     no residual was measured at k (the calibration contexts ran at too few scale-outs to hold
     k + 1 out: a scale-out protocol's, cut to four), the largest k below it that has tables, as
     MAX_K's answer for more points. A run more than calibration could hold out leaves the fit
-    no worse (MRE falls with k), and the Gaussian, wider than any table on purpose, measured
-    nothing: past the edges it multiplied the band 2.3-4.6× at that k alone (docs/model.md,
+    about as good, and the Gaussian, wider than any table on purpose, measured nothing: past
+    the edges it made that k's band 2.3-5.2× as wide in log as the k before (docs/model.md,
     "The last k's band past the edges")."""
     source = _tables_for_environment(calibration, environment)
     top = min(k, MAX_K)

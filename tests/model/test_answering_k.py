@@ -45,7 +45,7 @@ def _calibration(measured: int = MEASURED) -> Calibration:
 def test_a_k_no_context_could_hold_out_reads_the_last_measured_tables() -> None:
     """Tuned on more runs than calibration could hold out, the band reads the largest k that was
     measured (as beyond MAX_K), not the Gaussian that measured nothing (wider than any table on
-    purpose: past the edges of a scale-out protocol it multiplied that k's band 2.3-4.6×)."""
+    purpose: past the edges of a scale-out protocol it made that k's band 2.3-5.2× as wide in log)."""
     cal = _calibration()
     ns = np.array([2.0, 8.0, 20.0])
     assert answering_k(cal, MEASURED, None) == MEASURED - 1
