@@ -946,12 +946,27 @@ def _tables_for_environment(calibration: Calibration, environment: str | None) -
     return own or tables.per_k
 
 
-def _tables(calibration: Calibration, k: int, environment: str | None = None) -> QuantileTables:
-    """The residual quantile tables (per scale-out bucket) for a model tuned on k points, and
-    how many residuals each holds. Empty where no residual was measured at this k (the
-    calibration contexts ran at too few scale-outs to hold k + 1 out): the Gaussian band answers."""
+def answering_k(calibration: Calibration, k: int, environment: str | None = None) -> int:
+    """The k whose tables answer for a model tuned on k points: k (MAX_K beyond it), or, where
+    no residual was measured at k (the calibration contexts ran at too few scale-outs to hold
+    k + 1 out: a scale-out protocol's, cut to four), the largest k below it that has tables, as
+    MAX_K's answer for more points. A run more than calibration could hold out leaves the fit
+    about as good, and the Gaussian, wider than any table on purpose, measured nothing: past
+    the edges it made that k's band 2.3-5.2× as wide in log as the k before (docs/model.md,
+    "The last k's band past the edges")."""
     source = _tables_for_environment(calibration, environment)
-    return source[min(k, MAX_K)] if source else QuantileTables()
+    top = min(k, MAX_K)
+    if not source:
+        return top
+    return next((j for j in range(top, -1, -1) if source[j].quantiles), top)
+
+
+def _tables(calibration: Calibration, k: int, environment: str | None = None) -> QuantileTables:
+    """The residual quantile tables (per scale-out bucket) for a model tuned on k points
+    (``answering_k``'s), and how many residuals each holds. Empty where no residual was
+    measured at any k up to it: the Gaussian band answers."""
+    source = _tables_for_environment(calibration, environment)
+    return source[answering_k(calibration, k, environment)] if source else QuantileTables()
 
 
 def gaussian_sd(calibration: Calibration) -> float:
@@ -1005,7 +1020,7 @@ def residual_quantiles(
         scale = far_scale(distance)
         lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
         hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
-    job = calibration.tables.job_scale(job_type, k)
+    job = calibration.tables.job_scale(job_type, answering_k(calibration, k, environment))
     return _by_side(lo, job), _by_side(hi, job)
 
 
@@ -1046,7 +1061,11 @@ def table_scale(
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
     half the distance between its 16th and 84th percentiles (times ``job_type``'s scale); without
     any table, the sd of the Gaussian band that answers then (``gaussian_sd``)."""
-    job = (1.0, 1.0) if calibration.tables is None else calibration.tables.job_scale(job_type, k)
+    job = (
+        (1.0, 1.0)
+        if calibration.tables is None
+        else calibration.tables.job_scale(job_type, answering_k(calibration, k, environment))
+    )
     return _spread(_tables(calibration, k, environment), job, gaussian_sd(calibration))
 
 

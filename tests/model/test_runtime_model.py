@@ -589,11 +589,14 @@ def test_a_context_of_a_rarer_environment_gets_its_environments_own_error_tables
     )
 
 
-def test_a_k_no_calibration_context_could_measure_gets_the_gaussian_band(grep_runs: pd.DataFrame) -> None:
+def test_a_k_no_calibration_context_could_measure_reads_the_last_measured_tables(
+    grep_runs: pd.DataFrame,
+) -> None:
     """Contexts that ran at four scale-outs leave no residual for k >= 4 (k + 1 must be held out):
     a context fine-tuned on more runs than that got an empty table and ``np.interp`` failed
-    (``fp and xp are not of the same length``) on every size()."""
-    from airflow_provider_bellamy.model.calibration import gaussian_sd, max_confidence
+    (``fp and xp are not of the same length``) on every size(). The last measured k's tables
+    answer there (``calibration.answering_k``; until session 26 the Gaussian did), its cap too."""
+    from airflow_provider_bellamy.model.calibration import answering_k, max_confidence
 
     ids = sorted(grep_runs["context_id"].unique())[:3]
     runs = grep_runs[grep_runs["context_id"].isin(ids)]
@@ -605,5 +608,5 @@ def test_a_k_no_calibration_context_could_measure_gets_the_gaussian_band(grep_ru
     properties = context.iloc[0].drop(["context_id", "runtime_s", "scale_out"]).to_dict()
     mean, lower, upper = tuned.predict_band(properties, [2, 4, 8], 0.9)
     assert np.all(np.isfinite(upper)) and np.all(lower <= mean) and np.all(mean <= upper)
-    assert max_confidence(model.calibration, 4) == 1.0  # no table caps it: the Gaussian answers
-    assert gaussian_sd(model.calibration) > 0
+    assert answering_k(model.calibration, 4) == 3
+    assert max_confidence(model.calibration, 4) == max_confidence(model.calibration, 3) < 1.0
