@@ -186,8 +186,8 @@ class BandTables:
     # The out-of-fold contexts split by their untuned predicted level (``untuned_level``: mean log
     # seconds over ``level_scale_outs``) at ``level_edges`` into tiers ("0" the fastest), and per
     # tier, per k, the tables of its contexts' residuals (``level_tiers``), which a context inside
-    # the training data in that tier reads beside the others (the wider bound per side). Empty:
-    # one tier (too few contexts), or model files written before them.
+    # the training data in that tier reads. Empty: one tier (too few contexts), or model files
+    # written before them.
     level_scale_outs: tuple[float, ...] = ()
     level_edges: tuple[float, ...] = ()
     level_tables: Mapping[str, tuple[QuantileTables, ...]] = field(default_factory=dict)
@@ -936,8 +936,8 @@ def level_tiers(
     that spill or shuffle most, misses on the slow side only), the fastest faster. One pooled table
     is then too narrow above the prediction for the slow ones and too wide for the fast ones (s22
     folds, k = 0: the slowest third of held-out contexts 74.6 % under the upper bound, the fastest
-    96.5 %). The tiers measure that on the tables' own out-of-fold contexts; the band reads the
-    wider bound of its tier's tables and the others per side (never narrower)."""
+    96.5 %). The tiers measure that on the tables' own out-of-fold contexts, and a context inside
+    the training data reads its tier's tables (``residual_quantiles``)."""
     n = len(levels)
     count = min(LEVEL_TIERS, n // MIN_JOB_CONTEXTS)
     if count < 2 or not np.isfinite(levels).all():
@@ -1087,12 +1087,13 @@ def residual_quantiles(
     lo, hi = _table_bounds(calibration.tables, tables, k, confidence, scale_outs, observed, groups)
     own = calibration.tables.level_tables.get(tier) if tier is not None else None
     if own and own[min(k, MAX_K)].quantiles:
-        # a context's level tier measured its own misses: the wider bound per side
-        # (``level_tiers``; never narrower)
+        # a context's level tier measured the misses of contexts predicted as slow (or fast) as
+        # it, which the pooled tables blur: its own tables answer (group-conditional, as an
+        # environment's; ``level_tiers``)
         tier_lo, tier_hi = _table_bounds(
             calibration.tables, own[min(k, MAX_K)], k, confidence, scale_outs, observed, groups
         )
-        lo, hi = np.minimum(lo, tier_lo), np.maximum(hi, tier_hi)
+        lo, hi = tier_lo, tier_hi
     job = calibration.tables.job_scale(job_type, k)
     return _by_side(lo, job), _by_side(hi, job)
 
