@@ -176,10 +176,11 @@ def compose_band(
 def level_tier(model: RuntimeModel, ctx: dict[str, str | float], outside: bool) -> str | None:
     """The level tier of a context inside the training data (``BandTables.tier``): of its untuned
     predicted level, as the tables measured their out-of-fold contexts' (``untuned_level``).
-    None outside (the tiers are the training contexts', and other tables answer there) or
-    where the tables hold no tiers."""
+    None outside (the tiers are the training contexts', and other tables answer there), for a
+    job type held out whole (its tables measured other job types) or where the tables hold no
+    tiers."""
     tables = model.calibration.tables
-    if outside or tables is None or not tables.level_tables:
+    if outside or model.calibration.unseen_job_type or tables is None or not tables.level_tables:
         return None
     heads = model._base_h(ctx)  # [members, F]
     level = untuned_level(heads[:, None, :], np.asarray(tables.level_scale_outs))
