@@ -5,16 +5,14 @@ then the standalone master, then spark-submit's wall time), the source passed ov
 from __future__ import annotations
 
 import datetime as dt
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
+from tests.fixtures.http import json_server
 
 CONTEXT = {"machine_type": "emr-m5", "cores": 4, "data_size_mb": 512.0}
 APP_ID = "app-20261124200000-0000"
@@ -33,29 +31,14 @@ def cluster() -> Iterator[dict[str, Any]]:
     puts in ``answers`` (path -> JSON body); fault injection for servers we cannot make misbehave."""
     state: dict[str, Any] = {"answers": {}, "asked": []}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            state["asked"].append(self.path)
-            body = state["answers"].get(self.path)
-            payload = json.dumps(body).encode() if body is not None else b"{}"
-            self.send_response(200 if body is not None else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def answer(path: str, client: tuple[str, int]) -> tuple[int, Any]:
+        state["asked"].append(path)
+        body = state["answers"].get(path)
+        return (200, body) if body is not None else (404, {})
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state["url"] = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with json_server(answer) as url:
+        state["url"] = url
+        yield state
 
 
 CASES = {

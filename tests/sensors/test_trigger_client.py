@@ -8,18 +8,17 @@ master's ``/json/`` does: the application is running for a few polls, then finis
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 
 from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
+from tests.fixtures.http import json_server
 
 APP_ID = "app-20261122180000-0007"
 RUNNING_POLLS = 4
@@ -44,33 +43,17 @@ def master() -> Iterator[MasterStub]:
     stub = MasterStub(url="")
     lock = threading.Lock()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive: a reused client shows as one connection
+    def answer(path: str, client: tuple[str, int]) -> tuple[int, Any]:
+        with lock:
+            stub.requests += 1
+            stub.connections.add(client)
+            finished = stub.requests > RUNNING_POLLS
+        return 200, _master_json(finished)
 
-        def do_GET(self) -> None:
-            with lock:
-                stub.requests += 1
-                stub.connections.add(self.client_address)
-                finished = stub.requests > RUNNING_POLLS
-            body = json.dumps(_master_json(finished)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    stub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield stub
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    # keep-alive: a reused client shows as one connection
+    with json_server(answer, keep_alive=True) as url:
+        stub.url = url
+        yield stub
 
 
 def test_one_client_per_run_built_off_the_loop_and_no_slow_callback(
