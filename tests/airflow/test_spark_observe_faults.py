@@ -203,3 +203,40 @@ def test_a_cluster_mode_drivers_status_names_an_answer_that_does_not_parse(
         assert unread[0].startswith(
             f"the Spark master at {cluster['url']} answered figures that do not parse"
         )
+
+
+@pytest.mark.parametrize(
+    ("driver_id", "note", "why"),
+    [
+        ("driver-1", "the Spark master at http://m answered figures that do not parse (x)", None),
+        ("driver-1", None, "the master listed no duration for driver driver-1"),
+        (None, None, "no driver id to ask the master about"),
+    ],
+)
+def test_a_drivers_wall_time_fallback_says_why(driver_id: Any, note: Any, why: Any) -> None:
+    """A cluster-mode driver recorded with the try's wall time names why in runtime_source."""
+    from types import SimpleNamespace
+
+    from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+
+    hook = BellamySparkSubmitHook.__new__(BellamySparkSubmitHook)
+    hook._driver_id = driver_id
+
+    def driver_status(driver: str, unread: list[str] | None = None) -> None:
+        if note is not None and unread is not None:
+            unread.append(note)
+
+    hook.driver_status = driver_status  # type: ignore[method-assign]
+    operator = BellamySparkSubmitOperator(
+        task_id="t", application="job.py", job_type="etl", scale_outs=[2], record=False
+    )
+    operator._hook = hook
+    seen: list[Any] = []
+    operator._log_observed = lambda status, observed: seen.append(observed)  # type: ignore[method-assign]
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1)
+    decision = {"chosen_scale_out": 2}
+    operator._finish_durable({"ti": ti}, decision, {}, None, 3.0, False)
+    (observed,) = seen
+    assert observed.runtime_s == 3.0
+    assert observed.source == f"wall time of the try ({why or note})"
