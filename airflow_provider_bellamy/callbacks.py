@@ -38,9 +38,12 @@ LAUNCH_STATE_KEY = "bellamy_launch"
 
 _lock = threading.Lock()
 _recorded: dict[tuple[str, str, str, int, int], int] = {}
-# Tries whose job outlives them (a durable submission a retry reattaches to): recording them would
-# store the same job twice, so callbacks and the listener leave them to the try that sees it end.
-_left_to_retry: set[tuple[str, str, str, int, int]] = set()
+# Tries that callbacks and the listener must not record, with why: a job that outlives its try (a
+# durable submission a retry reattaches to: recording it would store the job twice), or a job that
+# ended without a runtime the cluster reports readably (the task's wall time in its place holds
+# sizing, submission and polling besides the job).
+_unrecorded: dict[tuple[str, str, str, int, int], str] = {}
+_RUNS_ON = "its job runs on, for the retry that reattaches to it"
 # Tries whose job ended and whose write-back the store did not take (down, refusing): the row the
 # operator or sensor meant to write, which the listener or a callback of the same try writes instead
 # of the task's wall time (that holds sizing, submission and polling besides the job, at the size
@@ -85,15 +88,25 @@ def pending_row(ti: Any) -> dict[str, Any] | None:
         return dict(row) if row is not None else None
 
 
+def leave_unrecorded(ti: Any, reason: str) -> None:
+    """Mark this try as not to be recorded by callbacks or the listener, saying why."""
+    with _lock:
+        _unrecorded[try_key(ti)] = reason
+
+
+def unrecorded_reason(ti: Any) -> str | None:
+    """Why this try is not to be recorded, if it is marked so."""
+    with _lock:
+        return _unrecorded.get(try_key(ti))
+
+
 def leave_to_retry(ti: Any) -> None:
     """Mark this try as not to be recorded: its job is still running for a retry to reattach to."""
-    with _lock:
-        _left_to_retry.add(try_key(ti))
+    leave_unrecorded(ti, _RUNS_ON)
 
 
 def left_to_retry(ti: Any) -> bool:
-    with _lock:
-        return try_key(ti) in _left_to_retry
+    return unrecorded_reason(ti) == _RUNS_ON
 
 
 def forget_recorded(ti: Any | None = None) -> None:
@@ -101,11 +114,11 @@ def forget_recorded(ti: Any | None = None) -> None:
     with _lock:
         if ti is None:
             _recorded.clear()
-            _left_to_retry.clear()
+            _unrecorded.clear()
             _pending.clear()
         else:
             _recorded.pop(try_key(ti), None)
-            _left_to_retry.discard(try_key(ti))
+            _unrecorded.pop(try_key(ti), None)
             _pending.pop(try_key(ti), None)
 
 
@@ -272,10 +285,9 @@ def record_from_context(
         raise InvalidInputError("context", sorted(context), "is not a task context (no 'ti')")
     if recorded_row(ti) is not None:
         return recorded_row(ti)
-    if left_to_retry(ti):
-        log.info(
-            "Bellamy: not recording %s: its job runs on, for the retry that reattaches to it", try_key(ti)
-        )
+    reason = unrecorded_reason(ti)
+    if reason is not None:
+        log.info("Bellamy: not recording %s: %s", try_key(ti), reason)
         return None
     from airflow_provider_bellamy.hooks.bellamy import BellamyHook
 

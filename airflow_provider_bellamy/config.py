@@ -44,7 +44,7 @@ from typing import Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import validate_label
-from airflow_provider_bellamy.spec import SIZING_ARGUMENTS, SizingSpec
+from airflow_provider_bellamy.spec import LAUNCHED_FRAMEWORKS, SIZING_ARGUMENTS, SizingSpec
 
 # The sizing arguments under the names a config gives them: one scale-out range per job.
 _YAML_NAMES: dict[str, str] = {"scale_outs": "scale_out"}
@@ -233,7 +233,9 @@ def _validate_job(name: str, raw: Any, defaults: Mapping[str, Any], where: str) 
     }
     _refuse_unknown_keys(data, JOB_KEYS, p, where)
     if data.get("framework") is None:
-        raise InvalidInputError(f"{p}.framework", None, "is required (spark or flink)", where=where)
+        raise InvalidInputError(
+            f"{p}.framework", None, f"is required ({' or '.join(LAUNCHED_FRAMEWORKS)})", where=where
+        )
     arguments = {a: data[_YAML_NAMES.get(a, a)] for a in SIZING_ARGUMENTS if _YAML_NAMES.get(a, a) in data}
     arguments.setdefault("job_type", name)
     try:

@@ -76,7 +76,7 @@ def get_provider_info() -> dict[str, Any]:
                     "connect_timeout": {
                         "label": "Connect timeout (s)",
                         "description": "Seconds to wait for the store before the operator falls back",
-                        "schema": {"type": ["number", "null"], "default": 10},
+                        "schema": {"type": ["number", "string", "null"], "default": 10},
                     },
                 },
             },

@@ -76,12 +76,19 @@ class BellamyRecordingMixin:
                 status.job_id,
                 status.unreadable,
             )
-        if status.runtime_s is None:
-            self.log.warning(
-                "Bellamy: %s job %s reports no duration; not recorded", status.kind, status.job_id
-            )
-            return None
         ti = context["ti"]
+        if status.runtime_s is None:
+            from airflow_provider_bellamy.callbacks import leave_unrecorded
+
+            reason = (
+                f"{status.kind} job {status.job_id} ended {status.state} but reports no readable runtime"
+                + (f" ({status.unreadable})" if status.unreadable else " (no duration)")
+            )
+            # Nor by the listener or a callback: the task's wall time they would record instead
+            # holds sizing, submission and polling besides the job, at the size asked for.
+            leave_unrecorded(ti, reason)
+            self.log.warning("Bellamy: %s; this try is not recorded as a run", reason)
+            return None
         row = {
             "job_type": job_type,
             "framework": framework,

@@ -7,7 +7,8 @@ A ``bellamy`` connection names the model store:
   field is added to it, so the URL in ``extra`` can stay free of secrets; or
 * host / port / schema (database) / login / password, with ``extra.dialect``
   (default ``postgresql+psycopg``);
-* ``extra.connect_timeout`` — seconds to wait for the store (default 10). An
+* ``extra.connect_timeout`` — how long to wait for the store (default 10 s; a
+  duration as every other: ``10``, ``"10"``, ``"10s"``, ``"PT10S"``). An
   operator whose store does not answer in that time falls back (see
   ``on_infeasible``/``default_scale_out``) instead of hanging.
 
@@ -17,7 +18,6 @@ embedded default store: SQLite under ``$AIRFLOW_HOME/bellamy/``.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
@@ -35,7 +35,8 @@ class BellamyHook(BaseHook):
 
     :param bellamy_conn_id: the ``bellamy`` connection naming the store; when it is not
         defined the embedded SQLite store under ``$AIRFLOW_HOME/bellamy/`` is used.
-    :param connect_timeout_s: overrides the connection's ``connect_timeout``.
+    :param connect_timeout_s: overrides the connection's ``connect_timeout`` (a duration,
+        read by ``spec.parse_duration``).
     """
 
     conn_name_attr = "bellamy_conn_id"
@@ -44,7 +45,7 @@ class BellamyHook(BaseHook):
     hook_name = "Bellamy model store"
 
     def __init__(
-        self, bellamy_conn_id: str = default_conn_name, *, connect_timeout_s: float | None = None
+        self, bellamy_conn_id: str = default_conn_name, *, connect_timeout_s: float | str | None = None
     ) -> None:
         super().__init__()
         self.bellamy_conn_id = bellamy_conn_id
@@ -129,13 +130,10 @@ class BellamyHook(BaseHook):
 
 
 def _timeout(value: Any, field: str) -> float:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(field, value, "must be a number of seconds > 0") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidInputError(field, value, "must be a number of seconds > 0")
-    return seconds
+    """A connect timeout as every other duration is read ("10", "10s", 10, a timedelta)."""
+    from airflow_provider_bellamy.spec import parse_duration
+
+    return parse_duration(value, field)
 
 
 def _store_url(conn: Any, extra: dict[str, Any], conn_id: str) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_bellamy.exceptions import JobEndpointUnreachableError
+from airflow_provider_bellamy.exceptions import JobEndpointUnreachableError, UnknownJobIdError
 from airflow_provider_bellamy.hooks.job_status import (
     JobStatus,
     Response,
@@ -209,11 +209,15 @@ class JobStatusHook(BaseHook):
         polls: int,
         interval_s: float,
         give_up_when_unreachable: bool = False,
+        unread: list[str] | None = None,
     ) -> T | None:
         """Drive ``steps()`` up to ``polls`` times, ``interval_s`` apart, until ``done(result)``:
         for a figure a cluster publishes a moment after a job ends. Returns the last result (None
-        when no call answered). Errors are logged and retried, except an unreachable endpoint
-        with ``give_up_when_unreachable``."""
+        when no call answered). An endpoint not answering yet, or not listing the job yet, is
+        retried (except an unreachable one with ``give_up_when_unreachable``). An answer whose
+        structure does not parse (``attempts`` not a list of objects, …) is not asked again: a
+        server answers the same next time. It is logged and, named, added to ``unread`` for the
+        caller to name the source it falls back to."""
         result: T | None = None
         for attempt in range(polls):
             try:
@@ -222,6 +226,14 @@ class JobStatusHook(BaseHook):
                 self.log.debug("%s not available: %s", self.where, exc)
                 if give_up_when_unreachable:
                     return result
+            except UnknownJobIdError as exc:
+                self.log.debug("%s not ready: %s", self.where, exc)
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
+                note = f"{self.where} answered figures that do not parse ({type(exc).__name__}: {str(exc)[:200]})"
+                self.log.warning("Bellamy: %s; not asking it again", note)
+                if unread is not None:
+                    unread.append(note)
+                return result
             except Exception as exc:
                 self.log.debug("%s not ready: %s", self.where, exc)
             else:

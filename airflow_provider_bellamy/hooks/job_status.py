@@ -137,12 +137,10 @@ def parse_flink_job(payload: Mapping[str, Any]) -> FlinkJob:
     duration = number(payload, "duration")
     duration_known = True
     if duration is None:
-        if "duration" in payload and payload.get("duration") not in (None, ""):
-            # unreadable: Flink's duration is end-time − start-time for an ended job
-            duration_known = start > 0 and end > start
-            duration = end - start if duration_known else 0
-        else:
-            duration = 0
+        # unreadable or not reported: Flink's duration is end-time − start-time for an ended job
+        # (a missing one read as 0 stored a finished job as a 1 ms run)
+        duration_known = start > 0 and end > start
+        duration = end - start if duration_known else 0
     return FlinkJob(
         job_id=str(payload.get("jid")),
         name=str(payload.get("name", "")),

@@ -168,6 +168,7 @@ class BellamySparkSubmitHook(SparkSubmitHook):
                 done=lambda r: r is not None,
                 polls=10,
                 interval_s=1.0,
+                unread=unread,
             )
             if found is not None:
                 attempt, executors = found
@@ -192,6 +193,7 @@ class BellamySparkSubmitHook(SparkSubmitHook):
                 polls=10,
                 interval_s=0.5,
                 give_up_when_unreachable=True,
+                unread=unread,
             )
             if app is not None:
 
@@ -223,15 +225,17 @@ class BellamySparkSubmitHook(SparkSubmitHook):
             unread.append(note)
             return None
 
-    def driver_status(self, driver_id: str) -> JobStatus | None:
+    def driver_status(self, driver_id: str, unread: list[str] | None = None) -> JobStatus | None:
         """A standalone cluster-mode driver's status once it has ended and the master lists its
-        application's duration (a moment after the driver ends); the last answer, or None."""
+        application's duration (a moment after the driver ends); the last answer, or None. An
+        answer that does not parse is named in ``unread``."""
         master = self.master_status_hook(timeout_s=10.0)
         return master.poll(
             lambda: status_steps("spark-master", driver_id, master.endpoint),
             done=lambda s: s is not None and s.terminal and s.runtime_s is not None,
             polls=20,
             interval_s=0.5,
+            unread=unread,
         )
 
 

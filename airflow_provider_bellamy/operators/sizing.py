@@ -165,7 +165,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         on_infeasible: str = "warn",
         default_scale_out: int | str | None = None,
         bellamy_conn_id: str = "bellamy_default",
-        connect_timeout_s: float | None = None,
+        connect_timeout_s: float | str | None = None,
         sizing_timeout_s: float | dt.timedelta | str = DEFAULT_SIZING_TIMEOUT_S,
         **kwargs: Any,
     ) -> None:
@@ -184,7 +184,10 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         if properties is None:
             self.properties = {}
         self.bellamy_conn_id = bellamy_conn_id
-        self.connect_timeout_s = connect_timeout_s
+        # checked now (as the store's hook reads it), so "ten" or -1 fails the DAG at parse
+        self.connect_timeout_s = (
+            None if connect_timeout_s is None else parse_duration(connect_timeout_s, "connect_timeout_s")
+        )
         # not a template field: checked now, so "30s" or -1 fails the DAG at parse, not the launch
         self.sizing_timeout_s = parse_duration(sizing_timeout_s, "sizing_timeout_s")
 

@@ -409,9 +409,16 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                     still,
                 )
                 raise error
-        status = hook.driver_status(driver_id) if driver_id else None
+        unread: list[str] = []
+        status = hook.driver_status(driver_id, unread) if driver_id else None
         scale_out = int(decision["chosen_scale_out"])
-        observed = ObservedRun(runtime_s=wall_s, source="wall time of the try", scale_out=scale_out)
+        if not driver_id:
+            why = "no driver id to ask the master about"
+        elif unread:
+            why = "; ".join(unread)
+        else:
+            why = f"the master listed no duration for driver {driver_id}"
+        observed = ObservedRun(runtime_s=wall_s, source=f"wall time of the try ({why})", scale_out=scale_out)
         if status is not None and status.runtime_s is not None:
             observed = ObservedRun(
                 runtime_s=status.runtime_s,

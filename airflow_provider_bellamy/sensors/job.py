@@ -78,7 +78,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         decision_id: int | None = None,
         record: bool = True,
         bellamy_conn_id: str = "bellamy_default",
-        connect_timeout_s: float | None = None,
+        connect_timeout_s: float | str | None = None,
         fail_on_job_failure: bool = True,
         deferrable: bool = False,
         request_timeout_s: float | dt.timedelta | str = 10.0,
@@ -107,7 +107,10 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         self.decision_id = decision_id
         self.record = record
         self.bellamy_conn_id = bellamy_conn_id
-        self.connect_timeout_s = connect_timeout_s
+        # checked now (as the store's hook reads it), so "ten" or -1 fails the DAG at parse
+        self.connect_timeout_s = (
+            None if connect_timeout_s is None else parse_duration(connect_timeout_s, "connect_timeout_s")
+        )
         self.fail_on_job_failure = fail_on_job_failure
         self.deferrable = deferrable
         self.request_timeout_s = parse_duration(request_timeout_s, "request_timeout_s")

@@ -223,3 +223,21 @@ def test_a_bad_value_from_the_defaults_is_named_in_the_defaults(
     assert (err.value.field, err.value.value) == (field, value)
     if field.startswith("defaults.") and "unknown key" not in err.value.problem:
         assert err.value.problem.endswith("(for jobs.j)")
+
+
+def test_a_missing_framework_names_the_frameworks_the_operators_launch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The text is read from spec.LAUNCHED_FRAMEWORKS (one list: sizing's refusal names the same),
+    not written out beside it."""
+    import airflow_provider_bellamy.config as config
+
+    path = write(tmp_path, "jobs: {j: {scale_out: [1]}}")
+    with pytest.raises(InvalidInputError) as err:
+        load_pipeline_config(path)
+    assert "is required (spark or flink)" in str(err.value)
+    monkeypatch.setattr(config, "LAUNCHED_FRAMEWORKS", ("spark", "flink", "beam"))
+    with pytest.raises(InvalidInputError) as err:
+        load_pipeline_config(path)
+    assert err.value.field == "jobs.j.framework"
+    assert "is required (spark or flink or beam)" in str(err.value)

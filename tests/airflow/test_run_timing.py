@@ -164,6 +164,12 @@ def test_flink_figures_that_do_not_parse_are_read_as_not_reported() -> None:
     assert status.succeeded and status.duration_ms is None and status.runtime_s is None
     assert status.unreadable == "start-time='soon', duration='n/a'"
     assert JobStatus.from_dict(status.to_dict()) == status  # a trigger's event carries it
+    # no duration at all: end-time - start-time too, and without them no runtime (it was a 0 s run)
+    payload = {k: v for k, v in _flink_job(RUNNING=5_000, FINISHED=31_000).items() if k != "duration"}
+    status = _finished_status(payload)
+    assert status.duration_ms == 30_000 and status.runtime_s == 26.0 and status.unreadable is None
+    status = _finished_status({**payload, "start-time": None})
+    assert status.succeeded and status.duration_ms is None and status.runtime_s is None
 
 
 def test_store_keeps_timing_and_trains_only_on_runs_at_one_size(bellamy_store: Any, tmp_path: Path) -> None:

@@ -66,6 +66,21 @@ CASES = {
         "wall time of spark-submit",
         "the Spark master",
     ),
+    # answers whose structure does not parse (the whole body given): not asked again, named
+    "history attempts not a list of objects": (
+        {"id": APP_ID, "attempts": [1]},
+        None,
+        None,
+        "wall time of spark-submit",
+        "the Spark history server",
+    ),
+    "master completedapps not a list": (
+        None,
+        {"activeapps": [], "completedapps": "n/a"},
+        None,
+        "wall time of spark-submit",
+        "the Spark master",
+    ),
 }
 
 
@@ -84,10 +99,14 @@ def test_unreadable_figures_after_a_successful_job_fall_back_to_the_next_source(
     standalone = master_app is not None
     answers = cluster["answers"]
     if attempt is not None:
-        answers[f"/api/v1/applications/{APP_ID}"] = {"id": APP_ID, "attempts": [attempt]}
+        body = attempt if "attempts" in attempt else {"id": APP_ID, "attempts": [attempt]}
+        answers[f"/api/v1/applications/{APP_ID}"] = body
         answers[f"/api/v1/applications/{APP_ID}/allexecutors"] = []
     if standalone:
-        answers["/json/"] = {"activeapps": [], "completedapps": [master_app]}
+        body = (
+            master_app if "completedapps" in master_app else {"activeapps": [], "completedapps": [master_app]}
+        )
+        answers["/json/"] = body
         conn = connection_json(
             "spark", host="spark://127.0.0.1", port=7077, extra={"master-webui": cluster["url"]}
         )
@@ -120,6 +139,8 @@ def test_unreadable_figures_after_a_successful_job_fall_back_to_the_next_source(
     dr = run_dag_test(dag)
     assert task_states(dr) == {"grep": "success"}
     assert submits["n"] == 1  # the job ran once: no retry re-ran it
+    if attempt is not None:  # asked once: an answer that reads, or one that never will
+        assert cluster["asked"].count(f"/api/v1/applications/{APP_ID}") == 1
 
     result = xcom_value(dr, "grep")
     assert result["runtime_source"].startswith(source)
@@ -137,3 +158,85 @@ def test_unreadable_figures_after_a_successful_job_fall_back_to_the_next_source(
     else:
         assert run["runtime_s"] == pytest.approx(runtime)
     assert run["runtime_s"] == pytest.approx(result["runtime_s"])
+
+
+@pytest.mark.parametrize(
+    ("json", "asks", "named"),
+    [
+        # the master does not list the driver yet: asked again (it does a moment later), all polls
+        ({"activedrivers": [], "completeddrivers": [], "completedapps": []}, 20, False),
+        # an answer whose structure does not parse: asked once, named
+        ({"activedrivers": [1], "completeddrivers": []}, 1, True),
+        (
+            {
+                "activedrivers": [],
+                "completeddrivers": [{"id": "driver-1", "state": "FINISHED", "starttime": "x"}],
+            },
+            1,
+            True,
+        ),
+    ],
+    ids=["not listed yet", "drivers not objects", "start time unreadable"],
+)
+def test_a_cluster_mode_drivers_status_names_an_answer_that_does_not_parse(
+    monkeypatch: pytest.MonkeyPatch, cluster: dict[str, Any], json: dict[str, Any], asks: int, named: bool
+) -> None:
+    """The cluster-mode driver's duration is polled a moment after the driver ends: a master not
+    listing it yet is asked again; one whose answer does not parse is not (it answers the same),
+    and is named for the run's runtime_source ("wall time of the try (...)")."""
+    from airflow_provider_bellamy.hooks.job import JobStatusHook
+    from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
+
+    cluster["answers"]["/json/"] = json
+    monkeypatch.setattr(
+        BellamySparkSubmitHook,
+        "master_status_hook",
+        lambda self, timeout_s=5.0: JobStatusHook("spark-master", cluster["url"], timeout_s=timeout_s),
+    )
+    monkeypatch.setattr("airflow_provider_bellamy.hooks.job.time.sleep", lambda s: None)
+    hook = BellamySparkSubmitHook.__new__(BellamySparkSubmitHook)
+    unread: list[str] = []
+    assert hook.driver_status("driver-1", unread) is None
+    assert cluster["asked"].count("/json/") == asks  # 20: driver_status's polls
+    assert bool(unread) is named
+    if named:
+        assert unread[0].startswith(
+            f"the Spark master at {cluster['url']} answered figures that do not parse"
+        )
+
+
+@pytest.mark.parametrize(
+    ("driver_id", "note", "why"),
+    [
+        ("driver-1", "the Spark master at http://m answered figures that do not parse (x)", None),
+        ("driver-1", None, "the master listed no duration for driver driver-1"),
+        (None, None, "no driver id to ask the master about"),
+    ],
+)
+def test_a_drivers_wall_time_fallback_says_why(driver_id: Any, note: Any, why: Any) -> None:
+    """A cluster-mode driver recorded with the try's wall time names why in runtime_source."""
+    from types import SimpleNamespace
+
+    from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+
+    hook = BellamySparkSubmitHook.__new__(BellamySparkSubmitHook)
+    hook._driver_id = driver_id
+
+    def driver_status(driver: str, unread: list[str] | None = None) -> None:
+        if note is not None and unread is not None:
+            unread.append(note)
+
+    hook.driver_status = driver_status  # type: ignore[method-assign]
+    operator = BellamySparkSubmitOperator(
+        task_id="t", application="job.py", job_type="etl", scale_outs=[2], record=False
+    )
+    operator._hook = hook
+    seen: list[Any] = []
+    operator._log_observed = lambda status, observed: seen.append(observed)  # type: ignore[method-assign]
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1)
+    decision = {"chosen_scale_out": 2}
+    operator._finish_durable({"ti": ti}, decision, {}, None, 3.0, False)
+    (observed,) = seen
+    assert observed.runtime_s == 3.0
+    assert observed.source == f"wall time of the try ({why or note})"

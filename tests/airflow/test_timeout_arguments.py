@@ -58,3 +58,40 @@ def test_a_bad_request_timeout_is_refused_at_parse_naming_it(given: Any) -> None
         _sensor(request_timeout_s=given)
     assert info.value.field == "request_timeout_s"
     assert info.value.value is given
+
+
+# -- the store's connect timeout: the argument of the operators and the sensor, the connection's extra
+
+
+@pytest.mark.parametrize("make", [_operator, _sensor], ids=["operator", "sensor"])
+@pytest.mark.parametrize(("given", "seconds"), GOOD)
+def test_connect_timeout_reads_as_a_duration(make: Any, given: Any, seconds: float) -> None:
+    task = make(connect_timeout_s=given)
+    assert task.connect_timeout_s == seconds
+    assert task._bellamy_store_hook().connect_timeout_s == seconds
+
+
+@pytest.mark.parametrize("make", [_operator, _sensor], ids=["operator", "sensor"])
+@pytest.mark.parametrize("given", BAD)
+def test_a_bad_connect_timeout_is_refused_at_parse_naming_it(make: Any, given: Any) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        make(connect_timeout_s=given)
+    assert info.value.field == "connect_timeout_s"
+    assert info.value.value is given
+
+
+@pytest.mark.parametrize(("given", "seconds"), GOOD[:4])
+def test_the_connections_connect_timeout_reads_as_a_duration(
+    monkeypatch: pytest.MonkeyPatch, given: Any, seconds: float
+) -> None:
+    from airflow_provider_bellamy.hooks.bellamy import BellamyHook
+    from tests.fixtures.airflow import connection_json
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_BELLAMY_T",
+        connection_json("bellamy", extra={"store_url": "sqlite://", "connect_timeout": given}),
+    )
+    assert BellamyHook("bellamy_t").connect_timeout_s == seconds
+    with pytest.raises(InvalidInputError) as info:
+        BellamyHook("bellamy_t", connect_timeout_s="soon").resolve()
+    assert (info.value.field, info.value.value) == ("connect_timeout_s", "soon")
