@@ -105,10 +105,6 @@ def leave_to_retry(ti: Any) -> None:
     leave_unrecorded(ti, _RUNS_ON)
 
 
-def left_to_retry(ti: Any) -> bool:
-    return unrecorded_reason(ti) == _RUNS_ON
-
-
 def forget_recorded(ti: Any | None = None) -> None:
     """Drop the process-local marker (tests use it to act as a second process)."""
     with _lock:

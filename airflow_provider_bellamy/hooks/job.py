@@ -50,6 +50,23 @@ class _HasState(Protocol):
     def terminal(self) -> bool: ...
 
 
+# What an answer whose figures or structure do not parse raises while it is read: the same server
+# answers the same next time, so the reader passes it over for the next source and names it.
+UNPARSED_ANSWER_ERRORS: tuple[type[Exception], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+)
+
+
+def unparsed_answer_note(where: str, exc: BaseException) -> str:
+    """How the log and ``runtime_source`` name an answer that did not parse."""
+    return f"{where} answered figures that do not parse ({type(exc).__name__}: {str(exc)[:200]})"
+
+
 def _decode(response: Any) -> Any:
     """The one decoder of every answer: JSON when it parses, else the text, None when empty."""
     try:
@@ -228,8 +245,8 @@ class JobStatusHook(BaseHook):
                     return result
             except UnknownJobIdError as exc:
                 self.log.debug("%s not ready: %s", self.where, exc)
-            except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError) as exc:
-                note = f"{self.where} answered figures that do not parse ({type(exc).__name__}: {str(exc)[:200]})"
+            except UNPARSED_ANSWER_ERRORS as exc:
+                note = unparsed_answer_note(self.where, exc)
                 self.log.warning("Bellamy: %s; not asking it again", note)
                 if unread is not None:
                     unread.append(note)

@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from airflow_provider_bellamy.hooks.job import JobStatusHook
+from airflow_provider_bellamy.hooks.job import UNPARSED_ANSWER_ERRORS, JobStatusHook, unparsed_answer_note
 from airflow_provider_bellamy.hooks.job_status import (
     JobStatus,
     spark_history_attempt_steps,
@@ -150,11 +150,11 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         history_server_url: str | None = None,
         standalone: bool = False,
         sampler: MasterGrantSampler | None = None,
-        fallback: ObservedRun | None = None,
-    ) -> ObservedRun | None:
+        fallback: ObservedRun,
+    ) -> ObservedRun:
         """A finished application's own timing when Spark reports it: a history server's attempt
         and executor add times, else the standalone master's duration split by the sampled
-        grants, else ``fallback`` (None without one).
+        grants, else ``fallback`` (spark-submit's wall time).
 
         The job has ended when this is called: a source whose answer does not parse (a partial
         or malformed figure) is passed over for the next one, logged and named in the returned
@@ -207,7 +207,7 @@ class BellamySparkSubmitHook(SparkSubmitHook):
                 observed = self._read_figures(master.where, unread, from_master)
                 if observed is not None:
                     return _noting(observed, unread)
-        return None if fallback is None else _noting(fallback, unread)
+        return _noting(fallback, unread)
 
     def _read_figures(
         self, where: str, unread: list[str], read: Callable[[], ObservedRun]
@@ -219,8 +219,8 @@ class BellamySparkSubmitHook(SparkSubmitHook):
             if not math.isfinite(observed.runtime_s) or observed.runtime_s <= 0:
                 raise ValueError(f"runtime {observed.runtime_s!r} s")
             return observed
-        except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-            note = f"{where} answered figures that do not parse ({type(exc).__name__}: {str(exc)[:200]})"
+        except UNPARSED_ANSWER_ERRORS as exc:
+            note = unparsed_answer_note(where, exc)
             self.log.warning("Bellamy: %s; the runtime comes from the next source", note)
             unread.append(note)
             return None

@@ -338,18 +338,15 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         app_id = getattr(hook, "bellamy_app_id", None)
         observed = ObservedRun(runtime_s=wall_s, source="wall time of spark-submit", scale_out=scale_out)
         if status == "success":
-            observed = (
-                hook.observe_application(
-                    app_id,
-                    name=self.name,
-                    requested=scale_out,
-                    executor_cores=self.executor_cores_per_executor,
-                    history_server_url=self.history_server_url,
-                    standalone=settings.get("kind") == "standalone",
-                    sampler=sampler,
-                    fallback=observed,
-                )
-                or observed
+            observed = hook.observe_application(
+                app_id,
+                name=self.name,
+                requested=scale_out,
+                executor_cores=self.executor_cores_per_executor,
+                history_server_url=self.history_server_url,
+                standalone=settings.get("kind") == "standalone",
+                sampler=sampler,
+                fallback=observed,
             )
         self._log_observed(status, observed)
 
@@ -387,7 +384,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         A try that fails while the driver still runs records nothing (the retry reattaches and
         records it); a driver recorded by an earlier try is not recorded again.
         """
-        from airflow_provider_bellamy.callbacks import leave_to_retry
+        from airflow_provider_bellamy.callbacks import leave_to_retry, mark_recorded
 
         ti = context["ti"]
         hook = self._hook
@@ -440,6 +437,8 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                     self.log.warning("Bellamy: could not look the driver up in the store: %s", exc)
             if existing is not None:
                 self.log.info("Bellamy: driver %s is already recorded as run %s", driver_id, existing)
+                # this try's row too: the listener would otherwise store its wall time as a second run
+                mark_recorded(ti, existing)
                 result = {"run_row_id": existing, "app_id": driver_id, "reattached": reattached}
             else:
                 started = status.started_at if status is not None else None

@@ -240,3 +240,38 @@ def test_a_drivers_wall_time_fallback_says_why(driver_id: Any, note: Any, why: A
     (observed,) = seen
     assert observed.runtime_s == 3.0
     assert observed.source == f"wall time of the try ({why or note})"
+
+
+def test_a_driver_an_earlier_try_recorded_is_this_trys_row_too(bellamy_store: Any) -> None:
+    """A retry that finds its cluster-mode driver already stored (an earlier try recorded it) marks
+    the row as this try's: the listener, which runs after it, then does not store the try's wall
+    time as a second run of the same driver."""
+    from types import SimpleNamespace
+
+    from airflow_provider_bellamy.callbacks import record_from_context, recorded_row
+    from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+
+    existing = bellamy_store.record_run(
+        job_type="etl",
+        framework="spark",
+        scale_out=2,
+        runtime_s=40.0,
+        context=CONTEXT,
+        external_id="driver-1",
+    )
+    hook = BellamySparkSubmitHook.__new__(BellamySparkSubmitHook)
+    hook._driver_id = "driver-1"
+    hook.driver_status = lambda driver, unread=None: None  # type: ignore[method-assign]
+    operator = BellamySparkSubmitOperator(
+        task_id="t", application="job.py", job_type="etl", properties=CONTEXT, scale_outs=[2]
+    )
+    operator._hook = hook
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=2)
+    result = operator._finish_durable({"ti": ti}, {"chosen_scale_out": 2}, {}, None, 3.0, True)
+
+    assert result is not None and result["run_row_id"] == existing
+    assert recorded_row(ti) == existing
+    # the listener's path for this try finds the row and writes nothing
+    assert record_from_context({"ti": ti}, job_type="etl", framework="spark", scale_out=2) == existing
+    assert bellamy_store.count_runs() == 1
