@@ -17,8 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
 from airflow_provider_bellamy import decision_log, run_history
 from airflow_provider_bellamy.decisions import Prediction
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
@@ -278,9 +276,10 @@ def check_framework(store: Store, framework: str | None) -> None:
     if framework is None or framework in LAUNCHED_FRAMEWORKS:
         return
     with store.read("checking the framework") as session:
-        if session.execute(sa.select(Run.id).where(Run.framework == framework).limit(1)).first():
+        runs = RunRepository(session)
+        if runs.has_framework(framework):
             return
-        stored = set(session.scalars(sa.select(Run.framework).distinct()))
+        stored = runs.frameworks()
     raise InvalidInputError(
         "framework",
         framework,

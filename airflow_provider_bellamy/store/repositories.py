@@ -451,6 +451,15 @@ class RunRepository:
         stmt = sa.select(Run.id).where(Run.job_type == job_type).limit(1)
         return self.session.execute(stmt).first() is not None
 
+    def has_framework(self, framework: str) -> bool:
+        """Whether any run of ``framework`` is stored (a seek in ``ix_runs_external``)."""
+        stmt = sa.select(Run.id).where(Run.framework == framework).limit(1)
+        return self.session.execute(stmt).first() is not None
+
+    def frameworks(self) -> list[str]:
+        """The frameworks of the stored runs, sorted."""
+        return sorted(self.session.scalars(sa.select(Run.framework).distinct()))
+
 
 class ModelRepository:
     def __init__(self, session: Session) -> None:
