@@ -153,25 +153,6 @@ def write_back(
     if existing is not None:
         log.info("Bellamy: try %s already recorded as run %s; not recording again", try_key(ti), existing)
         return existing
-    keep_pending(
-        ti,
-        {
-            "job_type": job_type,
-            "framework": framework,
-            "scale_out": scale_out,
-            "runtime_s": runtime_s,
-            "status": status,
-            "properties": dict(properties),
-            "started_at": started_at,
-            "ended_at": ended_at,
-            "external_id": external_id,
-            "decision_id": decision_id,
-            "source": source,
-            "queue_s": queue_s,
-            "requested_scale_out": requested_scale_out,
-            "excluded_reason": excluded_reason,
-        },
-    )
     dag_id, task_id, run_id, map_index, try_number = try_key(ti)
     row_id = facade.record_run(
         job_type=job_type,
@@ -264,6 +245,33 @@ def _failed(context: Mapping[str, Any], ti: Any) -> bool:
     return context.get("exception") is not None
 
 
+def already_stored(facade: Any, ti: Any, framework: str, job_id: str | None) -> int | None:
+    """The row of a job stored already (an earlier try recorded it: a durable job that outlived it),
+    marked as this try's too, so that no later path of the try stores it again; None if not stored."""
+    if job_id is None:
+        return None
+    existing = facade.recorded_job_run(framework, job_id)
+    if existing is None:
+        return None
+    log.info("Bellamy: %s job %s is already recorded as run %s", framework, job_id, existing)
+    mark_recorded(ti, int(existing))
+    return int(existing)
+
+
+def write_job_row(
+    ti: Any, row: Mapping[str, Any], open_facade: Callable[[], Any], facade: Any | None = None
+) -> int:
+    """Write a finished job's row (``write_back``'s keywords) for this try, once. The row is kept
+    first: a store that cannot be opened, or refuses the write, leaves it to the listener or a
+    ``record_runtime`` callback of the same try, which write it instead of the task's wall time. A
+    job stored already is not stored again (``already_stored``)."""
+    keep_pending(ti, row)
+    if facade is None:
+        facade = open_facade()
+    existing = already_stored(facade, ti, row["framework"], row["external_id"])
+    return existing if existing is not None else write_back(facade, ti, **row)
+
+
 def record_from_context(
     context: Mapping[str, Any],
     *,
@@ -293,13 +301,13 @@ def record_from_context(
         # the job's own figures, which the operator or sensor could not store a moment ago, for
         # the store it meant (a callback's default connection may name another)
         facade = BellamyHook(getattr(task, "bellamy_conn_id", None) or bellamy_conn_id).get_facade()
-        if pending["external_id"] is not None:
-            stored = facade.recorded_job_run(pending["framework"], pending["external_id"])
-            if stored is not None:
-                mark_recorded(ti, stored)
-                return int(stored)
-        pending["source"] = f"{source}, retrying the {pending['source']}'s write-back"
-        return write_back(facade, ti, **pending)
+        stored = already_stored(facade, ti, pending["framework"], pending["external_id"])
+        if stored is not None:
+            return stored
+        # the kept row stays as it was: a write refused again is retried by the next path, once
+        return write_back(
+            facade, ti, **{**pending, "source": f"{source}, retrying the {pending['source']}'s write-back"}
+        )
     decision = None
     if scale_out is None or job_type is None:
         decision = find_sizing_decision(ti, task, sizing_task_id) if task is not None else None

@@ -66,7 +66,7 @@ class BellamyRecordingMixin:
 
         The runtime is the time the job ran (``status.runtime_s``), the wait before it ``queue_s``;
         ``scale_out`` is what it ran at, ``requested_scale_out`` what sizing asked for."""
-        from airflow_provider_bellamy.callbacks import keep_pending, mark_recorded, write_back
+        from airflow_provider_bellamy.callbacks import write_job_row
 
         if status.unreadable:
             self.log.warning(
@@ -106,12 +106,4 @@ class BellamyRecordingMixin:
             "requested_scale_out": requested_scale_out,
             "excluded_reason": None,
         }
-        keep_pending(ti, row)  # a store that cannot be opened leaves it to the listener
-        if facade is None:
-            facade = self._bellamy_store_hook().get_facade()
-        existing = facade.recorded_job_run(framework, status.job_id)
-        if existing is not None:
-            self.log.info("Bellamy: job %s is already recorded as run %s", status.job_id, existing)
-            mark_recorded(ti, existing)
-            return existing
-        return write_back(facade, ti, **row)
+        return write_job_row(ti, row, lambda: self._bellamy_store_hook().get_facade(), facade)

@@ -384,7 +384,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         A try that fails while the driver still runs records nothing (the retry reattaches and
         records it); a driver recorded by an earlier try is not recorded again.
         """
-        from airflow_provider_bellamy.callbacks import leave_to_retry, mark_recorded
+        from airflow_provider_bellamy.callbacks import already_stored, leave_to_retry
 
         ti = context["ti"]
         hook = self._hook
@@ -432,13 +432,11 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             if driver_id:
                 try:
                     facade = self._hook_bellamy_facade()
-                    existing = facade.recorded_job_run("spark", driver_id)
+                    # this try's row too: the listener would otherwise store its wall time again
+                    existing = already_stored(facade, ti, "spark", driver_id)
                 except Exception as exc:
                     self.log.warning("Bellamy: could not look the driver up in the store: %s", exc)
             if existing is not None:
-                self.log.info("Bellamy: driver %s is already recorded as run %s", driver_id, existing)
-                # this try's row too: the listener would otherwise store its wall time as a second run
-                mark_recorded(ti, existing)
                 result = {"run_row_id": existing, "app_id": driver_id, "reattached": reattached}
             else:
                 started = status.started_at if status is not None else None
@@ -512,7 +510,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         ended_at: dt.datetime,
         app_id: str | None,
     ) -> dict[str, Any] | None:
-        from airflow_provider_bellamy.callbacks import keep_pending, write_back
+        from airflow_provider_bellamy.callbacks import write_job_row
 
         requested = int(decision["chosen_scale_out"])
         row = {
@@ -532,10 +530,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             "excluded_reason": observed.excluded_reason,
         }
         with self.unrecorded_is_a_warning("the run"):
-            keep_pending(ti, row)  # a store that cannot be opened leaves it to the listener
-            if facade is None:
-                facade = self._hook_bellamy_facade()
-            row_id = write_back(facade, ti, **row)
+            row_id = write_job_row(ti, row, self._hook_bellamy_facade, facade)
             return {
                 "run_row_id": row_id,
                 "job_type": self.job_type,
