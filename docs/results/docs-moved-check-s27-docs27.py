@@ -1,6 +1,6 @@
 """Check that a move of docs lost no line: every non-blank line of the old files occurs in the new ones.
 
-    python scripts/check_docs_moved.py REV OLD_FILE... -- NEW_FILE...
+    python docs/results/docs-moved-check-s27-docs27.py REV OLD_FILE... -- NEW_FILE...
 
 OLD_FILEs are read at git revision REV, NEW_FILEs from the work tree. Lines are compared stripped, with
 heading marks and link targets left out (a moved heading may change its level, a moved link its path),
