@@ -1,7 +1,7 @@
 """The Bellamy network, as an ensemble of M independent members evaluated in one graph.
 
 property vectors ──► shared auto-encoder (code per property) ──► MLP ──► head ──► h (N_BASIS = 6 log-weights)
-runtime(n) = Σ_i exp(h_i) · φ_i(n),  φ(n) = (1, 1/n, 1/n², log n, n)
+runtime(n) = Σ_i exp(h_i) · φ_i(n),  φ(n) = (1, 1/n, 1/n², 1/n⁴, log n, n)  (features.scale_out_basis)
 
 The network maps a *context* to the coefficients of a scale-out basis. Keeping the
 scale-out out of the MLP is deliberate: whatever the context, the predicted curve is a
