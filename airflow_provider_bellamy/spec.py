@@ -308,6 +308,31 @@ def parse_mapping(
     return dict(value)
 
 
+def parse_conf(value: Any, field: str = "conf", where: str | None = None) -> dict[str, Any]:
+    """A launched program's options (``conf``: ``--conf k=v`` for Spark, ``-D k=v`` for Flink): a
+    mapping (or its text) of option name to one value. A value that is no scalar (``None`` from a
+    YAML key left empty, a nested mapping or list) would reach the cluster as its Python text
+    (``k=None``), and a name with ``=`` would split at the wrong place: both refused, named."""
+    conf = parse_mapping(value, field, where)
+    for key, item in conf.items():
+        if not isinstance(key, str) or not key.strip() or "=" in key or key != key.strip():
+            raise InvalidInputError(
+                f"{field}.{key}",
+                key,
+                "is no option name (non-empty, without '=' or spaces around)",
+                where=where,
+            )
+        if is_template(item):
+            continue
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInputError(f"{field}.{key}", item, "must be a finite number", where=where)
+        if not isinstance(item, (str, int, float)):
+            raise InvalidInputError(
+                f"{field}.{key}", item, "must be one value (text, a number or a boolean)", where=where
+            )
+    return conf
+
+
 def parse_job_type(value: Any, field: str = "job_type", where: str | None = None) -> str:
     """A job type's name (records' one rule: ``all`` is reserved for the model of every job type)."""
     return validate_job_type(value, where, field=field)

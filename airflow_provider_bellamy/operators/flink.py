@@ -39,7 +39,7 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
-from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_duration, parse_mapping
+from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_conf, parse_duration
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -117,7 +117,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         self.application_args = (
             application_args if is_template(application_args) else parse_argument_list(application_args)
         )
-        self.conf = conf if is_template(conf) else parse_mapping(conf, "conf")
+        self.conf = conf if is_template(conf) else parse_conf(conf, "conf")
         self.entry_class = entry_class
         self.flink_conn_id = flink_conn_id
         self.wait_for_completion = wait_for_completion
@@ -166,7 +166,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             raise InvalidInputError("application", application, "no such file")
         # as rendered (text, without render_template_as_native_obj): before anything is stored
         application_args = parse_argument_list(self.application_args)
-        conf = parse_mapping(self.conf, "conf")
+        conf = parse_conf(self.conf, "conf")
         # Reachability first: a dead JobManager must fail the task before sizing stores a decision.
         free, total = hook.free_slots()
         previous, job_id = self._previous_job(hook, context)

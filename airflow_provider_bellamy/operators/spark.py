@@ -38,7 +38,7 @@ from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
-from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_mapping
+from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -162,7 +162,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         if isinstance(executor_cores, bool) or not isinstance(executor_cores, int) or executor_cores < 1:
             raise InvalidInputError("executor_cores", executor_cores, "must be an integer >= 1")
         # a literal list / mapping is checked now; one template for the whole is read once rendered
-        for name, parse in (("application_args", parse_argument_list), ("conf", parse_mapping)):
+        for name, parse in (("application_args", parse_argument_list), ("conf", parse_conf)):
             if kwargs.get(name) is not None and not is_template(kwargs[name]):
                 kwargs[name] = parse(kwargs[name], name)
         kwargs.setdefault("name", f"bellamy-{kwargs.get('job_type')}")
@@ -181,7 +181,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         template for the whole mapping or list renders text (without
         ``render_template_as_native_obj``), read back here; one argument string is refused, never
         split into characters."""
-        self.conf = parse_mapping(self.conf, "conf")
+        self.conf = parse_conf(self.conf, "conf")
         if self.application_args is not None:
             self.application_args = parse_argument_list(self.application_args)
 
