@@ -32,6 +32,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
+from airflow_provider_bellamy.hooks.job_status import validate_endpoint
 from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
@@ -168,7 +169,13 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         kwargs.setdefault("name", f"bellamy-{kwargs.get('job_type')}")
         super().__init__(executor_cores=executor_cores, **kwargs)
         self.executor_cores_per_executor = executor_cores
-        self.history_server_url = history_server_url
+        # checked now: read only once the job has ended, a bad URL would fail a finished job's
+        # task (and its retry would run the job again)
+        self.history_server_url = (
+            None
+            if history_server_url is None
+            else validate_endpoint(history_server_url, "history_server_url")
+        )
         # Without waiting there is no runtime to record here; the listener reads this too, so
         # the submission's wall time is never written back as the job's runtime.
         self.record = bool(record and wait_for_completion)
@@ -184,6 +191,14 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         self.conf = parse_conf(self.conf, "conf")
         if self.application_args is not None:
             self.application_args = parse_argument_list(self.application_args)
+
+    def _check_master_webui(self) -> None:
+        """A standalone master's web UI (the connection's ``master-webui`` extra), checked before
+        sizing: it is read while and after the job runs, where a bad URL would fail the task of a
+        job that ran (and store a decision for it)."""
+        hook = self._get_hook()
+        if master_kind(str(hook._connection["master"])) == "standalone":
+            hook.master_webui()
 
     def _get_hook(self) -> BellamySparkSubmitHook:
         return BellamySparkSubmitHook.adopt(super()._get_hook())
@@ -215,6 +230,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         ``bellamy benchmark overhead`` times exactly this in a fresh process.
         """
         self._read_rendered_arguments()
+        self._check_master_webui()
         decision, target, facade = self.size_for_launch(context)
         settings = self._apply_size(int(decision.chosen_scale_out))
         hook = self._hook

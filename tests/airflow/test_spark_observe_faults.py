@@ -275,3 +275,88 @@ def test_a_driver_an_earlier_try_recorded_is_this_trys_row_too(bellamy_store: An
     # the listener's path for this try finds the row and writes nothing
     assert record_from_context({"ti": ti}, job_type="etl", framework="spark", scale_out=2) == existing
     assert bellamy_store.count_runs() == 1
+
+
+def test_a_bad_id_of_ours_in_a_poll_is_raised_named_not_read_as_the_clusters_answer(
+    monkeypatch: pytest.MonkeyPatch, cluster: dict[str, Any]
+) -> None:
+    """``InvalidInputError`` is a ValueError: a malformed id in a poll step was caught as "the
+    Spark master answered figures that do not parse" and the runtime taken from the next source
+    (the same bad id asked of it). It is our request, not the cluster's answer: raised, named,
+    before anything is asked."""
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+    from airflow_provider_bellamy.hooks.job import JobStatusHook
+    from airflow_provider_bellamy.hooks.job_status import status_steps
+    from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
+    from airflow_provider_bellamy.hooks.spark_timing import ObservedRun
+
+    monkeypatch.setattr("airflow_provider_bellamy.hooks.job.time.sleep", lambda s: None)
+    cluster["answers"]["/json/"] = {"activedrivers": [], "completeddrivers": [], "completedapps": []}
+    master = JobStatusHook("spark-master", cluster["url"])
+    unread: list[str] = []
+    with pytest.raises(InvalidInputError, match=r"job_id='driver-1/x'") as err:
+        master.poll(
+            lambda: status_steps("spark-master", "driver-1/x", master.endpoint),
+            done=lambda s: s is not None,
+            polls=3,
+            interval_s=0.0,
+            unread=unread,
+        )
+    assert err.value.field == "job_id" and unread == [] and cluster["asked"] == []
+
+    monkeypatch.setattr(
+        BellamySparkSubmitHook,
+        "master_status_hook",
+        lambda self, timeout_s=5.0: JobStatusHook("spark-master", cluster["url"], timeout_s=timeout_s),
+    )
+    hook = BellamySparkSubmitHook.__new__(BellamySparkSubmitHook)
+    with pytest.raises(InvalidInputError, match=r"job_id='app-1/\.\./x'"):
+        hook.observe_application(
+            "app-1/../x",
+            name="grep",
+            requested=2,
+            executor_cores=1,
+            history_server_url=cluster["url"],
+            standalone=True,
+            fallback=ObservedRun(runtime_s=1.0, source="wall time of spark-submit", scale_out=2),
+        )
+    assert cluster["asked"] == []  # neither the history server nor the master (the next source)
+
+
+def test_a_cluster_url_read_after_the_job_is_checked_before_it_launches(
+    monkeypatch: pytest.MonkeyPatch, bellamy_store: Any
+) -> None:
+    """``history_server_url`` and the connection's ``master-webui`` are read once the job has
+    ended: a URL without its scheme failed the task of a job that had run (its retry running the
+    job again). Refused when the DAG is parsed / before sizing, named."""
+    from types import SimpleNamespace
+
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+
+    with pytest.raises(InvalidInputError, match=r"history_server_url='history:18080': must be an http"):
+        BellamySparkSubmitOperator(
+            task_id="t",
+            application="job.py",
+            job_type="etl",
+            scale_outs=[2],
+            history_server_url="history:18080",
+        )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_FAKE",
+        connection_json(
+            "spark", host="spark://127.0.0.1", port=7077, extra={"master-webui": "127.0.0.1:8080"}
+        ),
+    )
+    op = BellamySparkSubmitOperator(
+        task_id="t",
+        conn_id="spark_fake",
+        application="job.py",
+        job_type="etl",
+        scale_outs=[2],
+        default_scale_out=2,
+    )
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="manual__1", map_index=-1, try_number=1)
+    with pytest.raises(InvalidInputError, match=r"extra master-webui='127\.0\.0\.1:8080': must be an http"):
+        op.prepare_launch({"ti": ti, "task": op, "params": {}})
+    assert bellamy_store.list_decisions() == []  # refused before sizing stored a decision
