@@ -352,7 +352,11 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             return self._finish_durable(context, decision, settings, error, wall_s, reattached)
 
         app_id = getattr(hook, "bellamy_app_id", None)
-        observed = ObservedRun(runtime_s=wall_s, source="wall time of spark-submit", scale_out=scale_out)
+        # in cluster deploy mode (YARN, Kubernetes) spark-submit waits for the driver it submitted
+        cluster_mode = hook._connection.get("deploy_mode") == "cluster"
+        observed = ObservedRun.wall_time(
+            wall_s, "wall time of spark-submit", scale_out, cluster_mode=cluster_mode
+        )
         if status == "success":
             observed = hook.observe_application(
                 app_id,
@@ -431,7 +435,9 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             why = "; ".join(unread)
         else:
             why = f"the master listed no duration for driver {driver_id}"
-        observed = ObservedRun(runtime_s=wall_s, source=f"wall time of the try ({why})", scale_out=scale_out)
+        observed = ObservedRun.wall_time(
+            wall_s, f"wall time of the try ({why})", scale_out, cluster_mode=True
+        )
         if status is not None and status.runtime_s is not None:
             observed = ObservedRun(
                 runtime_s=status.runtime_s,

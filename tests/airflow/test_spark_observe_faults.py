@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_bellamy.hooks.spark_timing import WALL_TIME_IN_CLUSTER_MODE
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.http import json_server
 
@@ -240,6 +241,9 @@ def test_a_drivers_wall_time_fallback_says_why(driver_id: Any, note: Any, why: A
     (observed,) = seen
     assert observed.runtime_s == 3.0
     assert observed.source == f"wall time of the try ({why or note})"
+    # the try's wall time holds the submission, the driver's wait for a worker and the status
+    # polls: stored, never trained on (until session 27 it trained as the job's runtime)
+    assert observed.excluded_reason == WALL_TIME_IN_CLUSTER_MODE
 
 
 def test_a_driver_an_earlier_try_recorded_is_this_trys_row_too(bellamy_store: Any) -> None:
@@ -360,3 +364,49 @@ def test_a_cluster_url_read_after_the_job_is_checked_before_it_launches(
     with pytest.raises(InvalidInputError, match=r"extra master-webui='127\.0\.0\.1:8080': must be an http"):
         op.prepare_launch({"ti": ti, "task": op, "params": {}})
     assert bellamy_store.list_decisions() == []  # refused before sizing stored a decision
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deploy_mode", ["client", "cluster"])
+def test_spark_submits_wall_time_in_cluster_deploy_mode_is_kept_out_of_training(
+    airflow_db: str, bellamy_store: Any, monkeypatch: pytest.MonkeyPatch, deploy_mode: str
+) -> None:
+    """On YARN (or Kubernetes) in cluster deploy mode spark-submit waits for the driver it
+    submitted: with no history server its wall time holds the driver's submission and queueing
+    besides the job. The run is stored and linked as before, with the reason it is not trained
+    on; a client-mode driver's wall time is trained on as before."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import DAG
+
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+    from airflow_provider_bellamy.records import successful_runs
+    from tests.fixtures.airflow_db import run_dag_test
+
+    conn = connection_json("spark", host="yarn", extra={"deploy-mode": deploy_mode})
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", conn)
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: time.sleep(SUBMIT_S))
+    with DAG(
+        "test_spark_cluster_mode_wall_time",
+        schedule=None,
+        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+    ) as dag:
+        BellamySparkSubmitOperator(
+            task_id="grep",
+            conn_id="spark_yarn",
+            application="job.py",
+            job_type="etl",
+            properties=CONTEXT,
+            scale_outs=[2, 4],
+            default_scale_out=2,
+        )
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"grep": "success"}
+    result = xcom_value(dr, "grep")
+    (run,) = bellamy_store.list_runs("etl", limit=None)
+    assert result["runtime_source"] == "wall time of spark-submit" and run["status"] == "success"
+    trained = successful_runs(bellamy_store.runs_frame("etl", successful_only=False))
+    if deploy_mode == "cluster":
+        assert run["excluded_reason"] == result["excluded_reason"] == WALL_TIME_IN_CLUSTER_MODE
+        assert trained.empty
+    else:
+        assert run["excluded_reason"] is None and len(trained) == 1
