@@ -44,7 +44,13 @@ from typing import Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import validate_label
-from airflow_provider_bellamy.spec import LAUNCHED_FRAMEWORKS, SIZING_ARGUMENTS, SizingSpec, parse_conf
+from airflow_provider_bellamy.spec import (
+    LAUNCHED_FRAMEWORKS,
+    SIZING_ARGUMENTS,
+    SizingSpec,
+    parse_argument_list,
+    parse_conf,
+)
 
 # The sizing arguments under the names a config gives them: one scale-out range per job.
 _YAML_NAMES: dict[str, str] = {"scale_outs": "scale_out"}
@@ -162,10 +168,11 @@ def _operator_arguments(
     if not isinstance(block, Mapping):
         raise InvalidInputError(f"{p}.{key}", block, "must be a mapping of operator arguments", where=where)
     _refuse_unknown_keys(block, allowed, f"{p}.{key}", where)
-    if "application_args" in block and not isinstance(block["application_args"], list):
-        raise InvalidInputError(
-            f"{p}.{key}.application_args", block["application_args"], "must be a list", where=where
-        )
+    if "application_args" in block:
+        args = block["application_args"]
+        if not isinstance(args, list):  # a YAML list: text here is a value of the file, not a render
+            raise InvalidInputError(f"{p}.{key}.application_args", args, "must be a list", where=where)
+        block = {**block, "application_args": parse_argument_list(args, f"{p}.{key}.application_args", where)}
     if "conf" in block:
         block = {**block, "conf": parse_conf(block["conf"], f"{p}.{key}.conf", where)}
     application = block.get("application")

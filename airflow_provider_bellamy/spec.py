@@ -290,6 +290,12 @@ def parse_argument_list(value: Any, field: str = "application_args", where: str 
         value = _rendered_literal(text, field, problem, where) if text[:1] in "[(" else text
     if not isinstance(value, (list, tuple)):
         raise InvalidInputError(field, value, problem, where=where)
+    for i, item in enumerate(value):
+        # None (a YAML item left empty), a list or a mapping would be passed on as its Python text
+        if item is None or isinstance(item, (list, tuple, Mapping)):
+            raise InvalidInputError(
+                f"{field}[{i}]", item, "must be one argument (text or a number)", where=where
+            )
     # an item still to be rendered (a template, an XCom reference) is left for rendering
     return [item if is_template(item) else str(item) for item in value]
 

@@ -235,6 +235,9 @@ def test_numbers_are_read_as_yaml_1_2_reads_them_so_spec_reads_the_text(tmp_path
             None,
         ),
         ("  flink: {conf: {a=b: 1}}\n", "    flink: {conf: {c: 2}}\n", "defaults.flink.conf.a=b", "a=b"),
+        # an argument left empty in YAML was passed on as "None"
+        ("  spark: {application_args: [--out, null]}\n", "", "defaults.spark.application_args[1]", None),
+        ("", "    spark: {application_args: [--out, [a]]}\n", "jobs.j.spark.application_args[1]", ["a"]),
         # a job's own scale_out replaces the defaults' whole: an error in it is the job's
         ("  scale_out: {min: 1, max: 2}\n", "    scale_out: {min: 0, max: 4}\n", "jobs.j.scale_out.min", 0),
     ],

@@ -74,6 +74,10 @@ def test_an_argument_string_is_refused_when_the_dag_is_parsed() -> None:
         )
     with pytest.raises(InvalidInputError, match=r"conf=\['a'\]: must be a mapping"):
         BellamySparkSubmitOperator(task_id="t", job_type="grep", scale_outs=[1], conf=["a"])
+    with pytest.raises(InvalidInputError, match=r"application_args\[1\]=None: must be one argument"):
+        BellamySparkSubmitOperator(
+            task_id="t", job_type="grep", scale_outs=[1], application_args=["--out", None]
+        )
     with pytest.raises(InvalidInputError, match=r"conf\.spark\.jars=\['a', 'b'\]: must be one value"):
         BellamySparkSubmitOperator(
             task_id="t", job_type="grep", scale_outs=[1], conf={"spark.jars": ["a", "b"]}
