@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
-from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobFailedError
 from airflow_provider_bellamy.hooks.flink import FlinkHook
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
@@ -331,9 +331,9 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             parallelism = int((decision or {}).get("chosen_scale_out") or 0) or None
         kind = event.get("status")
         if kind == "error":
-            if event.get("error_type") == "unreachable":
-                raise JobEndpointUnreachableError(self._flink_hook().rest_url, str(event.get("error")))
-            raise InvalidInputError("job_id", job_id, str(event.get("error")))
+            from airflow_provider_bellamy.triggers.job import error_from_event
+
+            raise error_from_event({"job_id": job_id, **event}, self._flink_hook().rest_url)
         if kind == "timeout":
             state = (event.get("job") or {}).get("state")
             if job_id:
