@@ -207,6 +207,9 @@ def _merged(under: Any, over: Any) -> Any:
     return {**under, **{key: _merged(under.get(key), value) for key, value in over.items()}}
 
 
+_MISSING = object()
+
+
 def _leading_key(rest: str, *nodes: Any) -> str | None:
     """The key of ``nodes`` (mappings) that the path ``rest`` starts with: the longest, since an
     option's name holds dots itself (``spark.conf.spark.eventLog.dir``)."""
@@ -225,11 +228,10 @@ def _from_defaults(rest: str, raw: Mapping[str, Any], defaults: Mapping[str, Any
         key = _leading_key(rest, own, base)
         if key is None:
             return False
-        missing = object()
-        mine = own.get(key, missing) if isinstance(own, Mapping) else missing
-        theirs = base.get(key, missing) if isinstance(base, Mapping) else missing
-        if mine is missing:
-            return theirs is not missing
+        mine = own.get(key, _MISSING) if isinstance(own, Mapping) else _MISSING
+        theirs = base.get(key, _MISSING) if isinstance(base, Mapping) else _MISSING
+        if mine is _MISSING:
+            return theirs is not _MISSING
         if top and key not in _MERGED_KEYS:
             return False  # the job's own value replaces the defaults' whole
         if mine is None and isinstance(theirs, Mapping):
