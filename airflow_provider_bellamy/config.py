@@ -44,7 +44,13 @@ from typing import Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import validate_label
-from airflow_provider_bellamy.spec import LAUNCHED_FRAMEWORKS, SIZING_ARGUMENTS, SizingSpec
+from airflow_provider_bellamy.spec import (
+    LAUNCHED_FRAMEWORKS,
+    SIZING_ARGUMENTS,
+    SizingSpec,
+    parse_argument_list,
+    parse_conf,
+)
 
 # The sizing arguments under the names a config gives them: one scale-out range per job.
 _YAML_NAMES: dict[str, str] = {"scale_outs": "scale_out"}
@@ -162,12 +168,13 @@ def _operator_arguments(
     if not isinstance(block, Mapping):
         raise InvalidInputError(f"{p}.{key}", block, "must be a mapping of operator arguments", where=where)
     _refuse_unknown_keys(block, allowed, f"{p}.{key}", where)
-    if "application_args" in block and not isinstance(block["application_args"], list):
-        raise InvalidInputError(
-            f"{p}.{key}.application_args", block["application_args"], "must be a list", where=where
-        )
-    if "conf" in block and not isinstance(block["conf"], Mapping):
-        raise InvalidInputError(f"{p}.{key}.conf", block["conf"], "must be a mapping", where=where)
+    if "application_args" in block:
+        args = block["application_args"]
+        if not isinstance(args, list):  # a YAML list: text here is a value of the file, not a render
+            raise InvalidInputError(f"{p}.{key}.application_args", args, "must be a list", where=where)
+        block = {**block, "application_args": parse_argument_list(args, f"{p}.{key}.application_args", where)}
+    if "conf" in block:
+        block = {**block, "conf": parse_conf(block["conf"], f"{p}.{key}.conf", where)}
     application = block.get("application")
     if application is not None:
         if not isinstance(application, str) or not application.strip():
@@ -200,22 +207,48 @@ def _merged(under: Any, over: Any) -> Any:
     return {**under, **{key: _merged(under.get(key), value) for key, value in over.items()}}
 
 
+_MISSING = object()
+
+
+def _leading_key(rest: str, *nodes: Any) -> str | None:
+    """The key of ``nodes`` (mappings) that the path ``rest`` starts with: the longest, since an
+    option's name holds dots itself (``spark.conf.spark.eventLog.dir``)."""
+    names = {str(k) for node in nodes if isinstance(node, Mapping) for k in node}
+    found = [k for k in names if rest == k or rest.startswith((f"{k}.", f"{k}["))]
+    return max(found, key=len) if found else None
+
+
+def _from_defaults(rest: str, raw: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:
+    """Whether the value at ``rest`` (a path into a job's settings) is the defaults': walks the
+    job's block and the defaults' side by side as ``_merged`` lays one over the other, at any depth."""
+    own: Any = raw
+    base: Any = defaults
+    top = True
+    while True:
+        key = _leading_key(rest, own, base)
+        if key is None:
+            return False
+        mine = own.get(key, _MISSING) if isinstance(own, Mapping) else _MISSING
+        theirs = base.get(key, _MISSING) if isinstance(base, Mapping) else _MISSING
+        if mine is _MISSING:
+            return theirs is not _MISSING
+        if top and key not in _MERGED_KEYS:
+            return False  # the job's own value replaces the defaults' whole
+        if mine is None and isinstance(theirs, Mapping):
+            return True  # an empty block keeps the defaults' (_merged)
+        rest = rest[len(key) + 1 :]
+        if not (isinstance(mine, Mapping) and isinstance(theirs, Mapping)) or not rest:
+            return False  # the job's value (or the merged mapping as a whole)
+        own, base, top = mine, theirs, False
+
+
 def _named_where_written(
     exc: InvalidInputError, p: str, raw: Mapping[str, Any], defaults: Mapping[str, Any]
 ) -> InvalidInputError:
     """An error about a value the job took from ``defaults:``, named there (the job has no such
-    key to find), with the job it was refused for."""
+    key to find), with the job it was refused for; one the job's own block sets stays the job's."""
     rest = exc.field.removeprefix(f"{p}.")
-    key = re.split(r"[.\[]", rest, maxsplit=1)[0]
-    own = raw.get(key)
-    if key not in defaults:
-        inherited = False
-    elif key not in _MERGED_KEYS or own is None:  # an empty block keeps the defaults' (_merged)
-        inherited = key not in raw or (key in _MERGED_KEYS and own is None)
-    else:  # a property (an operator argument) the job's own block does not set
-        sub = rest[len(key) + 1 :].split(".", 1)[0]
-        inherited = isinstance(own, Mapping) and bool(sub) and sub not in own
-    if exc.field == rest or not inherited:
+    if exc.field == rest or not _from_defaults(rest, raw, defaults):
         return exc
     return InvalidInputError(f"defaults.{rest}", exc.value, f"{exc.problem} (for {p})", where=exc.where)
 

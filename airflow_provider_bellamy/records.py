@@ -8,10 +8,12 @@ the Airflow layers use it while parsing DAG files.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
@@ -203,19 +205,47 @@ _DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _NON_FINITE = frozenset(sign + word for sign in ("", "+", "-") for word in ("nan", "inf", "infinity"))
 
 
-class PropertyKinds(dict[str, str]):
-    """The kind of each property (``number``, ``text``, ``mixed``) and, for a text property, its
-    stored texts that read as numbers (``number_texts``): a number given for it becomes the one it
-    reads as (``1.0`` where the runs hold ``"1.0"``, see conform_property)."""
+@dataclasses.dataclass(frozen=True)
+class StoredKinds:
+    """What a job type's stored runs hold for each property: its kind (``number``, ``text``,
+    ``mixed``) and, for a text property, its stored texts that read as numbers, keyed by the number
+    they read as (built once per job type, so that conforming a value is a lookup): a number given
+    for the property becomes the one text reading as it (``1.0`` where the runs hold ``"1.0"``,
+    see conform_property). Read-only: the store's cache hands one instance to every reader."""
 
-    def __init__(
-        self, kinds: Mapping[str, str] | None = None, number_texts: Mapping[str, frozenset[str]] | None = None
-    ) -> None:
-        super().__init__(kinds or {})
-        self.number_texts: dict[str, frozenset[str]] = dict(number_texts or {})
+    kinds: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    number_texts: Mapping[str, Mapping[float, tuple[str, ...]]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+    @classmethod
+    def of(cls, kinds: Mapping[str, str], texts: Mapping[str, Iterable[str]] | None = None) -> StoredKinds:
+        """Kinds and, per text property, its stored texts reading as numbers (``_DECIMAL``)."""
+        lookup: dict[str, Mapping[float, tuple[str, ...]]] = {}
+        for key, values in (texts or {}).items():
+            by_number: dict[float, list[str]] = {}
+            for text in values:
+                by_number.setdefault(float(text), []).append(text)
+            lookup[key] = MappingProxyType({n: tuple(sorted(t)) for n, t in by_number.items()})
+        return cls(MappingProxyType(dict(kinds)), MappingProxyType(lookup))
+
+    def kind(self, key: str) -> str | None:
+        return self.kinds.get(key)
+
+    def texts_of(self, key: str) -> Mapping[float, tuple[str, ...]]:
+        return self.number_texts.get(key, _NO_TEXTS)
+
+    def with_new(self, kinds: Mapping[str, str]) -> StoredKinds:
+        """These kinds, and ``kinds`` for properties no stored run has (a batch's new ones)."""
+        merged = {**kinds, **self.kinds}
+        return StoredKinds(MappingProxyType(merged), self.number_texts)
 
 
-def property_kinds(contexts: Iterable[Mapping[str, Any]]) -> PropertyKinds:
+_NO_TEXTS: Mapping[float, tuple[str, ...]] = MappingProxyType({})
+NO_KINDS = StoredKinds()
+
+
+def property_kinds(contexts: Iterable[Mapping[str, Any]]) -> StoredKinds:
     """The kind of each property among normalised (stored) contexts: ``number``, ``text`` or ``mixed``."""
     kinds: dict[str, str] = {}
     texts: dict[str, set[str]] = {}
@@ -227,7 +257,7 @@ def property_kinds(contexts: Iterable[Mapping[str, Any]]) -> PropertyKinds:
             kinds[key] = kind if kinds.get(key, kind) == kind else MIXED
             if kind == TEXT and _DECIMAL.fullmatch(value):
                 texts.setdefault(key, set()).add(value)
-    return PropertyKinds(kinds, {k: frozenset(v) for k, v in texts.items() if kinds[k] == TEXT})
+    return StoredKinds.of(kinds, {k: v for k, v in texts.items() if kinds[k] == TEXT})
 
 
 def _raw_kind(value: Any) -> str | None:
@@ -276,7 +306,7 @@ def conform_property(
     *,
     field: str,
     where: str | None = None,
-    number_texts: Collection[str] = (),
+    number_texts: Mapping[float, tuple[str, ...]] = _NO_TEXTS,
 ) -> str | float | None:
     """A property value given by a user (an API call, a file, a rendered template, ``--set``) as the
     store and the model read it, converted to ``kind`` where that is unambiguous.
@@ -284,7 +314,8 @@ def conform_property(
     ``kind`` is what the job type's stored runs hold for the property (``None``: it has none yet).
     Text reading as a decimal number becomes the number where the runs hold numbers, or hold
     nothing yet (as Jinja renders ``8`` as ``"8"``); an integer becomes its text (``42`` → ``"42"``)
-    where the runs hold text, unless one stored text (``number_texts``) reads as the number given:
+    where the runs hold text, unless one stored text (``number_texts``: the stored texts by the number
+    they read as, StoredKinds) reads as the number given:
     then that text (``1.0`` is ``"1.0"`` where the runs hold it, as YAML reads ``version: 1.0``);
     several: refused, naming them. Everything else that does not fit is refused, so that a value
     never silently changes the context's identity or the prediction. NaN and infinity are refused;
@@ -324,9 +355,9 @@ def conform_property(
         if text is not None:
             return text
         assert number is not None
-        if own_text is not None and own_text in number_texts:
+        same = number_texts.get(number, ())
+        if own_text is not None and own_text in same:
             return own_text
-        same = sorted(t for t in number_texts if float(t) == number)
         if len(same) == 1:
             return same[0]
         if same:
@@ -377,19 +408,18 @@ def validate_property_name(key: Any, field: str, *, where: str | None = None) ->
 
 def conform_context(
     context: Any,
-    kinds: Mapping[str, str] | None = None,
+    kinds: StoredKinds = NO_KINDS,
     *,
     where: str | None = None,
     prefix: str = "context.",
 ) -> dict[str, str | float]:
     """A context given by a user, checked and converted property by property (see
-    :func:`conform_property`); the one place user input becomes a context."""
+    :func:`conform_property`) against ``kinds`` (what the job type's stored runs hold); the one
+    place user input becomes a context."""
     if not isinstance(context, Mapping):
         raise InvalidInputError(
             "context", context, "must be a mapping of property name to value", where=where
         )
-    kinds = kinds or {}
-    texts = getattr(kinds, "number_texts", {})
     skip = set(REQUIRED_COLUMNS) | set(PROVENANCE_COLUMNS)
     out: dict[str, str | float] = {}
     for key, value in context.items():
@@ -397,7 +427,7 @@ def conform_context(
         if key in skip:
             continue
         norm = conform_property(
-            value, kinds.get(key), field=f"{prefix}{key}", where=where, number_texts=texts.get(key, ())
+            value, kinds.kind(key), field=f"{prefix}{key}", where=where, number_texts=kinds.texts_of(key)
         )
         if norm is not None:
             out[key] = norm
@@ -673,7 +703,7 @@ def flatten_run(record: Any, where: str) -> dict[str, Any]:
 
 
 def prepare_runs(
-    runs: Any, stored_kinds: Callable[[Iterable[str]], Mapping[str, Mapping[str, str]]]
+    runs: Any, stored_kinds: Callable[[Iterable[str]], Mapping[str, StoredKinds]]
 ) -> list[dict[str, Any]]:
     """Validate runs (a DataFrame or a list of mappings) into store rows, every row before any is
     written. ``stored_kinds``: per job type, what its stored runs hold for each property
@@ -713,23 +743,21 @@ def prepare_runs(
         props = {k: v for k, v in rec.items() if k not in _RUN_FIELDS}
         by_job.setdefault(job, []).append((where(i), props))
     stored = stored_kinds(by_job)
-    kinds = {}
+    kinds: dict[str, StoredKinds] = {}
     for job, contexts in by_job.items():
-        new = [(w, {k: v for k, v in c.items() if k not in stored[job]}) for w, c in contexts]
-        kinds[job] = PropertyKinds(
-            {**batch_kinds(new), **stored[job]}, getattr(stored[job], "number_texts", None)
-        )
+        new = [(w, {k: v for k, v in c.items() if k not in stored[job].kinds}) for w, c in contexts]
+        kinds[job] = stored[job].with_new(batch_kinds(new))
     return [prepare_run(rec, where(i), kinds) for i, rec in enumerate(flat)]
 
 
-def prepare_run(record: dict[str, Any], where: str, kinds: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+def prepare_run(record: dict[str, Any], where: str, kinds: Mapping[str, StoredKinds]) -> dict[str, Any]:
     """Validate one flat run (canonical fields, context, provenance) into store columns; ``kinds``:
     per job type, the kind of each property (conform_property)."""
     job_type = validate_job_type(record.get("job_type"), where=where)
     framework = validate_label(record.get("framework"), "framework", where=where).lower()
     scale_out = validate_scale_out(record.get("scale_out"), where=where)
     runtime_s = validate_runtime(record.get("runtime_s"), where=where)
-    context = conform_context(record, kinds.get(job_type), where=where)
+    context = conform_context(record, kinds.get(job_type, NO_KINDS), where=where)
     status = "success" if is_missing(record.get("status")) else record.get("status")
     if status not in RUN_STATUSES:
         raise InvalidInputError("status", status, f"must be one of {list(RUN_STATUSES)}", where=where)

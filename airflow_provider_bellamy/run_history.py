@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import (
     RUN_STATUSES,
+    StoredKinds,
     conform_context,
     context_fingerprint,
     prepare_runs,
@@ -32,15 +33,15 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.store import Store
 
 # Property kinds of a job type's stored runs, keyed by (store, job type, newest run id).
-_KINDS_CACHE: dict[tuple[Any, ...], dict[str, str]] = {}
+_KINDS_CACHE: dict[tuple[Any, ...], StoredKinds] = {}
 _KINDS_CACHE_SIZE = 256
 _KINDS_LOCK = threading.Lock()
 
 
-def stored_kinds(store: Store, job_types: Iterable[str]) -> dict[str, dict[str, str]]:
+def stored_kinds(store: Store, job_types: Iterable[str]) -> dict[str, StoredKinds]:
     """What the stored runs of each job type hold for each property (number or text), which user
     input is converted to (records.conform_property); cached until the job type gets new runs."""
-    out: dict[str, dict[str, str]] = {}
+    out: dict[str, StoredKinds] = {}
     with store.read("reading property kinds") as session:
         repo = RunRepository(session)
         for job in job_types:

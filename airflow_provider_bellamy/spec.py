@@ -290,6 +290,12 @@ def parse_argument_list(value: Any, field: str = "application_args", where: str 
         value = _rendered_literal(text, field, problem, where) if text[:1] in "[(" else text
     if not isinstance(value, (list, tuple)):
         raise InvalidInputError(field, value, problem, where=where)
+    for i, item in enumerate(value):
+        # None (a YAML item left empty), a list or a mapping would be passed on as its Python text
+        if item is None or isinstance(item, (list, tuple, Mapping)):
+            raise InvalidInputError(
+                f"{field}[{i}]", item, "must be one argument (text or a number)", where=where
+            )
     # an item still to be rendered (a template, an XCom reference) is left for rendering
     return [item if is_template(item) else str(item) for item in value]
 
@@ -306,6 +312,31 @@ def parse_mapping(
     if not isinstance(value, Mapping):
         raise InvalidInputError(field, value, f"must be {what}", where=where)
     return dict(value)
+
+
+def parse_conf(value: Any, field: str = "conf", where: str | None = None) -> dict[str, Any]:
+    """A launched program's options (``conf``: ``--conf k=v`` for Spark, ``-D k=v`` for Flink): a
+    mapping (or its text) of option name to one value. A value that is no scalar (``None`` from a
+    YAML key left empty, a nested mapping or list) would reach the cluster as its Python text
+    (``k=None``), and a name with ``=`` would split at the wrong place: both refused, named."""
+    conf = parse_mapping(value, field, where)
+    for key, item in conf.items():
+        if not isinstance(key, str) or not key.strip() or "=" in key or key != key.strip():
+            raise InvalidInputError(
+                f"{field}.{key}",
+                key,
+                "is no option name (non-empty, without '=' or spaces around)",
+                where=where,
+            )
+        if is_template(item):
+            continue
+        if isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInputError(f"{field}.{key}", item, "must be a finite number", where=where)
+        if not isinstance(item, (str, int, float)):
+            raise InvalidInputError(
+                f"{field}.{key}", item, "must be one value (text, a number or a boolean)", where=where
+            )
+    return conf
 
 
 def parse_job_type(value: Any, field: str = "job_type", where: str | None = None) -> str:

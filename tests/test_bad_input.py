@@ -3,6 +3,7 @@ error naming the field and the value, and loses nothing already stored."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -275,7 +276,7 @@ def test_new_properties_take_their_kind_from_the_batch(tmp_path: Path) -> None:
 
 
 def test_conform_is_the_one_place_values_are_converted() -> None:
-    from airflow_provider_bellamy.records import conform_context, conform_property
+    from airflow_provider_bellamy.records import StoredKinds, conform_context, conform_property
 
     assert conform_property("8", None, field="cores") == 8.0
     assert conform_property("8", "text", field="cores") == "8"
@@ -284,7 +285,33 @@ def test_conform_is_the_one_place_values_are_converted() -> None:
     assert conform_property(None, "number", field="cores") is None
     with pytest.raises(InvalidInputError, match="is empty"):
         conform_property(" ", "number", field="cores")
-    assert conform_context({"cores": "1e3", "name": "a"}, {"name": "text"}) == {"cores": 1000.0, "name": "a"}
+    kinds = StoredKinds.of({"name": "text"})
+    assert conform_context({"cores": "1e3", "name": "a"}, kinds) == {"cores": 1000.0, "name": "a"}
+
+
+def test_stored_kinds_are_one_read_only_value_with_the_number_lookup_built_once() -> None:
+    """The stored texts reading as numbers travelled as an attribute of a ``dict`` subclass (a copy
+    of the kinds, ``dict(kinds)`` or ``{**kinds}``, silently dropped them: ``1.0`` became ``"1"``,
+    a context without runs) and were scanned on every conform call. ``StoredKinds`` carries both,
+    read-only, with the lookup (number → stored texts) built once."""
+    from airflow_provider_bellamy.records import conform_context, property_kinds
+
+    stored = property_kinds([{"v": "1.0", "m": "m5"}, {"v": "1", "m": "m6"}, {"v": "2.50", "m": "4"}])
+    assert dict(stored.kinds) == {"v": "text", "m": "text"}
+    assert dict(stored.texts_of("v")) == {1.0: ("1", "1.0"), 2.5: ("2.50",)}
+    assert dict(stored.texts_of("m")) == {4.0: ("4",)}
+    with pytest.raises(TypeError):
+        stored.kinds["v"] = "number"  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stored.kinds = {}  # type: ignore[misc]
+    assert conform_context({"v": 1, "m": 4.0}, stored) == {"v": "1", "m": "4"}
+    assert conform_context({"v": 2.5}, stored) == {"v": "2.50"}
+    with pytest.raises(InvalidInputError, match=r"context\.v=1\.0: .*'1', '1\.0'"):
+        conform_context({"v": 1.0}, stored)
+    # a batch's new property keeps the stored lookup of the others
+    merged = stored.with_new({"cores": "number", "v": "number"})
+    assert merged.kind("cores") == "number" and merged.kind("v") == "text"
+    assert conform_context({"v": 2.5, "cores": "8"}, merged) == {"v": "2.50", "cores": 8.0}
 
 
 def test_yaml_config_properties_reach_sizing_converted(tmp_path: Path) -> None:

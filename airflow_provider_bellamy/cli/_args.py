@@ -62,3 +62,10 @@ def scale_outs_from(text: str) -> list[int]:
 def parse_duration(text: str, field: str) -> dt.timedelta:
     """``90d``, ``12h``, ``1d12h``, ``2w`` (any duration ``spec.parse_duration`` reads) → a timedelta > 0."""
     return dt.timedelta(seconds=spec.parse_duration(text, field))
+
+
+def limit_from(args: argparse.Namespace) -> int:
+    """``--limit`` of the listing commands (``history list``, ``decisions list``): rows >= 1."""
+    if args.limit < 1:
+        raise InvalidInputError("--limit", args.limit, "must be >= 1")
+    return int(args.limit)

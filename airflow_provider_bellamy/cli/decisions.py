@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from airflow_provider_bellamy.cli._args import limit_from
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("decisions", help="list or show stored sizing decisions")
@@ -57,12 +59,9 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from airflow_provider_bellamy.exceptions import InvalidInputError
     from airflow_provider_bellamy.facade import Bellamy
 
-    if args.limit < 1:
-        raise InvalidInputError("--limit", args.limit, "must be >= 1")
-    rows = Bellamy(args.store_url).list_decisions(args.job_type, limit=args.limit)
+    rows = Bellamy(args.store_url).list_decisions(args.job_type, limit=limit_from(args))
     console = Console()
     if not rows:
         console.print("no decisions stored" + (f" for job type {args.job_type!r}" if args.job_type else ""))

@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_bellamy.cli._args import limit_from
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("history", help="import past runs, export or list the stored ones")
@@ -101,13 +103,10 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from airflow_provider_bellamy.exceptions import InvalidInputError
     from airflow_provider_bellamy.facade import Bellamy
 
-    if args.limit < 1:
-        raise InvalidInputError("--limit", args.limit, "must be >= 1")
     b = Bellamy(args.store_url)
-    rows = b.list_runs(args.job_type, status=args.status, limit=args.limit)
+    rows = b.list_runs(args.job_type, status=args.status, limit=limit_from(args))
     console = Console()
     total = b.count_runs(args.job_type, status=args.status)
     if not rows:

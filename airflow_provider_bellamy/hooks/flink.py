@@ -52,6 +52,7 @@ from airflow_provider_bellamy.hooks.job_status import (
     validate_job_id,
 )
 from airflow_provider_bellamy.masking import find_secrets, mask_args, mask_text, register_secrets
+from airflow_provider_bellamy.spec import parse_conf
 
 # Importable from here as before: the REST parsing lives with the job status protocol
 # (hooks.job_status), the errors in exceptions.py.
@@ -334,12 +335,10 @@ class FlinkHook(BaseHook):
         # -m takes the REST address: the client talks to the same JobManager we query.
         host_port = self.rest_url.split("://", 1)[-1]
         cmd: list[str] = [str(flink), "run", "--detached", "-m", host_port, "-p", str(parallelism)]
-        settings = dict(conf or {})
+        settings = parse_conf(conf, "conf")
         if job_id is not None:
             settings["$internal.pipeline.job-id"] = validate_job_id(job_id)
         for key, value in settings.items():
-            if not isinstance(key, str) or not key or "=" in key:
-                raise InvalidInputError("conf key", key, "must be a non-empty Flink option name without '='")
             cmd += ["-D", f"{key}={value}"]
         if app.suffix == ".py":
             python = self.python

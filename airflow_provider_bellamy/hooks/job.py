@@ -23,7 +23,11 @@ from typing import Any, Protocol, TypeVar
 
 from airflow.sdk import BaseHook
 
-from airflow_provider_bellamy.exceptions import JobEndpointUnreachableError, UnknownJobIdError
+from airflow_provider_bellamy.exceptions import (
+    InvalidInputError,
+    JobEndpointUnreachableError,
+    UnknownJobIdError,
+)
 from airflow_provider_bellamy.hooks.job_status import (
     JobStatus,
     Response,
@@ -52,6 +56,8 @@ class _HasState(Protocol):
 
 # What an answer whose figures or structure do not parse raises while it is read: the same server
 # answers the same next time, so the reader passes it over for the next source and names it.
+# InvalidInputError is a ValueError too but means the request was ours and bad (a malformed id):
+# every reader re-raises it first, as it is, since no answer and no other source mends it.
 UNPARSED_ANSWER_ERRORS: tuple[type[Exception], ...] = (
     ValueError,
     TypeError,
@@ -234,7 +240,8 @@ class JobStatusHook(BaseHook):
         retried (except an unreachable one with ``give_up_when_unreachable``). An answer whose
         structure does not parse (``attempts`` not a list of objects, …) is not asked again: a
         server answers the same next time. It is logged and, named, added to ``unread`` for the
-        caller to name the source it falls back to."""
+        caller to name the source it falls back to. A request of ours that is bad (a malformed id:
+        ``InvalidInputError``) is raised as it is, naming the field, on the first try."""
         result: T | None = None
         for attempt in range(polls):
             try:
@@ -245,6 +252,8 @@ class JobStatusHook(BaseHook):
                     return result
             except UnknownJobIdError as exc:
                 self.log.debug("%s not ready: %s", self.where, exc)
+            except InvalidInputError:
+                raise  # our request is bad (UNPARSED_ANSWER_ERRORS): not the cluster's answer
             except UNPARSED_ANSWER_ERRORS as exc:
                 note = unparsed_answer_note(self.where, exc)
                 self.log.warning("Bellamy: %s; not asking it again", note)

@@ -23,6 +23,8 @@ from airflow_provider_bellamy.hooks.job_status import (
     spark_history_attempt_steps,
     spark_master_completed_app_steps,
     status_steps,
+    validate_endpoint,
+    validate_spark_id,
 )
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun, timing_from_history
 
@@ -122,7 +124,7 @@ class BellamySparkSubmitHook(SparkSubmitHook):
             conn_extra = {}
         web = conn_extra.get("master-webui") or conn_extra.get("master_webui")
         if web:
-            return str(web).rstrip("/")
+            return validate_endpoint(web, f"connection {self._conn_id!r} extra master-webui")
         host = str(self._connection["master"]).replace("spark://", "").split(",")[0].rsplit(":", 1)[0]
         return f"http://{host}:8080"
 
@@ -158,7 +160,12 @@ class BellamySparkSubmitHook(SparkSubmitHook):
 
         The job has ended when this is called: a source whose answer does not parse (a partial
         or malformed figure) is passed over for the next one, logged and named in the returned
-        ``source``; failing the task here would make a retry run the whole job again."""
+        ``source``; failing the task here would make a retry run the whole job again. An id of
+        ours that is malformed is no answer of the cluster: refused (``InvalidInputError``) before
+        any source is asked (the operator checks ``history_server_url`` and the master's web UI
+        before it launches; ids come from spark-submit's log)."""
+        if app_id is not None:
+            validate_spark_id(app_id)
         unread: list[str] = []
         if history_server_url and app_id:
             history = JobStatusHook("spark-history", history_server_url, timeout_s=5.0)

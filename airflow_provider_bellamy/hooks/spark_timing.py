@@ -34,6 +34,11 @@ from typing import Any
 # A run counts as "at one size" when its largest executor set came within this share of its runtime.
 STEP_TOLERANCE = 0.10
 MASTER_POLL_INTERVAL_S = 0.5
+# Why a cluster-mode run timed only by the wall time around spark-submit is not trained on.
+WALL_TIME_IN_CLUSTER_MODE = (
+    "runtime is the wall time around spark-submit in cluster deploy mode (the driver's submission, "
+    "its wait for a worker and the status polls besides the job); the cluster reported no runtime"
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,20 @@ class ObservedRun:
     scale_out: int
     queue_s: float | None = None
     excluded_reason: str | None = None
+
+    @classmethod
+    def wall_time(cls, wall_s: float, source: str, scale_out: int, *, cluster_mode: bool) -> ObservedRun:
+        """The last source: the wall time around spark-submit, when the cluster reported nothing.
+        In cluster deploy mode that time holds the driver's submission, its wait for a worker
+        (queued behind other drivers and applications) and the status polls besides the job: kept
+        (stored, exported) but out of training (``WALL_TIME_IN_CLUSTER_MODE``), as a run that
+        waited in steps for its executors is."""
+        return cls(
+            runtime_s=wall_s,
+            source=source,
+            scale_out=scale_out,
+            excluded_reason=WALL_TIME_IN_CLUSTER_MODE if cluster_mode else None,
+        )
 
     @classmethod
     def of(cls, duration_s: float, timing: RunTiming | None, source: str, requested: int) -> ObservedRun:

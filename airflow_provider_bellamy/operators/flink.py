@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
-from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobFailedError
 from airflow_provider_bellamy.hooks.flink import FlinkHook
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
-from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_duration, parse_mapping
+from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_conf, parse_duration
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -117,7 +117,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         self.application_args = (
             application_args if is_template(application_args) else parse_argument_list(application_args)
         )
-        self.conf = conf if is_template(conf) else parse_mapping(conf, "conf")
+        self.conf = conf if is_template(conf) else parse_conf(conf, "conf")
         self.entry_class = entry_class
         self.flink_conn_id = flink_conn_id
         self.wait_for_completion = wait_for_completion
@@ -166,7 +166,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             raise InvalidInputError("application", application, "no such file")
         # as rendered (text, without render_template_as_native_obj): before anything is stored
         application_args = parse_argument_list(self.application_args)
-        conf = parse_mapping(self.conf, "conf")
+        conf = parse_conf(self.conf, "conf")
         # Reachability first: a dead JobManager must fail the task before sizing stores a decision.
         free, total = hook.free_slots()
         previous, job_id = self._previous_job(hook, context)
@@ -331,9 +331,9 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             parallelism = int((decision or {}).get("chosen_scale_out") or 0) or None
         kind = event.get("status")
         if kind == "error":
-            if event.get("error_type") == "unreachable":
-                raise JobEndpointUnreachableError(self._flink_hook().rest_url, str(event.get("error")))
-            raise InvalidInputError("job_id", job_id, str(event.get("error")))
+            from airflow_provider_bellamy.triggers.job import error_from_event
+
+            raise error_from_event({"job_id": job_id, **event}, self._flink_hook().rest_url)
         if kind == "timeout":
             state = (event.get("job") or {}).get("state")
             if job_id:

@@ -32,13 +32,14 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
+from airflow_provider_bellamy.hooks.job_status import validate_endpoint
 from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
 )
-from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_mapping
+from airflow_provider_bellamy.spec import is_template, parse_argument_list, parse_conf
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -162,13 +163,19 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         if isinstance(executor_cores, bool) or not isinstance(executor_cores, int) or executor_cores < 1:
             raise InvalidInputError("executor_cores", executor_cores, "must be an integer >= 1")
         # a literal list / mapping is checked now; one template for the whole is read once rendered
-        for name, parse in (("application_args", parse_argument_list), ("conf", parse_mapping)):
+        for name, parse in (("application_args", parse_argument_list), ("conf", parse_conf)):
             if kwargs.get(name) is not None and not is_template(kwargs[name]):
                 kwargs[name] = parse(kwargs[name], name)
         kwargs.setdefault("name", f"bellamy-{kwargs.get('job_type')}")
         super().__init__(executor_cores=executor_cores, **kwargs)
         self.executor_cores_per_executor = executor_cores
-        self.history_server_url = history_server_url
+        # checked now: read only once the job has ended, a bad URL would fail a finished job's
+        # task (and its retry would run the job again)
+        self.history_server_url = (
+            None
+            if history_server_url is None
+            else validate_endpoint(history_server_url, "history_server_url")
+        )
         # Without waiting there is no runtime to record here; the listener reads this too, so
         # the submission's wall time is never written back as the job's runtime.
         self.record = bool(record and wait_for_completion)
@@ -181,9 +188,17 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         template for the whole mapping or list renders text (without
         ``render_template_as_native_obj``), read back here; one argument string is refused, never
         split into characters."""
-        self.conf = parse_mapping(self.conf, "conf")
+        self.conf = parse_conf(self.conf, "conf")
         if self.application_args is not None:
             self.application_args = parse_argument_list(self.application_args)
+
+    def _check_master_webui(self) -> None:
+        """A standalone master's web UI (the connection's ``master-webui`` extra), checked before
+        sizing: it is read while and after the job runs, where a bad URL would fail the task of a
+        job that ran (and store a decision for it)."""
+        hook = self._get_hook()
+        if master_kind(str(hook._connection["master"])) == "standalone":
+            hook.master_webui()
 
     def _get_hook(self) -> BellamySparkSubmitHook:
         return BellamySparkSubmitHook.adopt(super()._get_hook())
@@ -215,6 +230,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         ``bellamy benchmark overhead`` times exactly this in a fresh process.
         """
         self._read_rendered_arguments()
+        self._check_master_webui()
         decision, target, facade = self.size_for_launch(context)
         settings = self._apply_size(int(decision.chosen_scale_out))
         hook = self._hook
@@ -336,7 +352,11 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             return self._finish_durable(context, decision, settings, error, wall_s, reattached)
 
         app_id = getattr(hook, "bellamy_app_id", None)
-        observed = ObservedRun(runtime_s=wall_s, source="wall time of spark-submit", scale_out=scale_out)
+        # in cluster deploy mode (YARN, Kubernetes) spark-submit waits for the driver it submitted
+        cluster_mode = hook._connection.get("deploy_mode") == "cluster"
+        observed = ObservedRun.wall_time(
+            wall_s, "wall time of spark-submit", scale_out, cluster_mode=cluster_mode
+        )
         if status == "success":
             observed = hook.observe_application(
                 app_id,
@@ -415,7 +435,9 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             why = "; ".join(unread)
         else:
             why = f"the master listed no duration for driver {driver_id}"
-        observed = ObservedRun(runtime_s=wall_s, source=f"wall time of the try ({why})", scale_out=scale_out)
+        observed = ObservedRun.wall_time(
+            wall_s, f"wall time of the try ({why})", scale_out, cluster_mode=True
+        )
         if status is not None and status.runtime_s is not None:
             observed = ObservedRun(
                 runtime_s=status.runtime_s,

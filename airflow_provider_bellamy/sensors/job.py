@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
-from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobFailedError
 from airflow_provider_bellamy.hooks.job import JobStatusHook
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
@@ -190,13 +190,12 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         from airflow_provider_bellamy.hooks.job_status import JobStatus
+        from airflow_provider_bellamy.triggers.job import error_from_event
 
         kind = event.get("status")
         if kind == "error":
             _, job_id, endpoint = self._resolve(context)
-            if event.get("error_type") == "unreachable":
-                raise JobEndpointUnreachableError(endpoint, str(event.get("error")))
-            raise InvalidInputError("job_id", job_id, str(event.get("error")))
+            raise error_from_event({"job_id": job_id, **event}, endpoint)
         if kind == "timeout":
             job = event.get("job") or {}
             # as poke mode's timeout: resume_execution turns it into a skip under soft_fail

@@ -16,7 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.records import property_kinds
+from airflow_provider_bellamy.records import StoredKinds, property_kinds
 from airflow_provider_bellamy.store.schema import RUN_STATUSES, Decision, ModelVersion, Run, utcnow
 
 TRY_KEY: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
@@ -413,9 +413,10 @@ class RunRepository:
         found = [v for v in self.session.execute(sa.select(*per_status)).one() if v is not None]
         return max(found) if found else None
 
-    def property_kinds(self, job_type: str) -> dict[str, str]:
-        """What a job type's stored runs hold for each property: number, text or mixed (one
-        context row each: every run of a context has the same properties).
+    def property_kinds(self, job_type: str) -> StoredKinds:
+        """What a job type's stored runs hold for each property: number, text or mixed, and a text
+        property's texts that read as numbers (one context row each: every run of a context has the
+        same properties).
 
         The contexts are walked through ``ix_runs_context`` one fingerprint at a time (a
         recursive "skip scan": a seek per context), so the cost grows with the job type's

@@ -21,6 +21,11 @@ from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, JobStatus, vali
 __all__ = ["JOB_KINDS", "BellamyJobTrigger", "JobStatus", "validate_endpoint", "validate_kind"]
 
 
+def _json_value(value: Any) -> Any:
+    """A refused value as an event carries it (events are JSON): itself, else its text."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else repr(value)
+
+
 def _parse_deadline(value: Any) -> dt.datetime | None:
     if value is None:
         return None
@@ -29,6 +34,17 @@ def _parse_deadline(value: Any) -> dt.datetime | None:
     except ValueError:
         raise InvalidInputError("deadline_at", value, "must be an ISO 8601 timestamp") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+
+
+def error_from_event(event: dict[str, Any], endpoint: str) -> Exception:
+    """The error an ``{"status": "error"}`` event of ``BellamyJobTrigger`` stands for, for the
+    task resuming from it to raise: the endpoint unreachable, or the input refused as it was
+    (field, value and problem; an event of an older trigger: its text under ``job_id``)."""
+    if event.get("error_type") == "unreachable":
+        return JobEndpointUnreachableError(endpoint, str(event.get("error")))
+    if "field" in event:
+        return InvalidInputError(str(event["field"]), event.get("value"), str(event.get("problem")))
+    return InvalidInputError("job_id", event.get("job_id"), str(event.get("error")))
 
 
 class BellamyJobTrigger(BaseTrigger):
@@ -104,7 +120,9 @@ class BellamyJobTrigger(BaseTrigger):
                     return
                 self.log.warning("%s (retrying for up to %s s)", exc, self.unreachable_grace_s)
             except InvalidInputError as exc:
-                yield TriggerEvent({"status": "error", "error": str(exc), "error_type": "invalid"})
+                # the refusal itself, not its text: the task raises it again as it was
+                refused = {"field": exc.field, "value": _json_value(exc.value), "problem": exc.problem}
+                yield TriggerEvent({"status": "error", "error": str(exc), "error_type": "invalid", **refused})
                 return
             if last is not None and last.terminal:
                 yield TriggerEvent({"status": "done", "job": last.to_dict()})

@@ -210,6 +210,36 @@ def test_numbers_are_read_as_yaml_1_2_reads_them_so_spec_reads_the_text(tmp_path
         ("  properties: {cores: nan}\n", "    properties: {mem: 1}\n", "defaults.properties.cores", "nan"),
         ("  properties: {cores: 1}\n", "    properties: {mem: nan}\n", "jobs.j.properties.mem", "nan"),
         ("  spark: {num_executors: 3}\n", "", "defaults.spark.num_executors", 3),
+        # depth 2 (a mapping merged key by key inside the operator block): named where written,
+        # whether or not the job's own block has the inner mapping
+        ("  spark: {conf: {spark.a: null}}\n", "", "defaults.spark.conf.spark.a", None),
+        (
+            "  spark: {conf: {spark.a: null}}\n",
+            "    spark: {conf: {b: 1}}\n",
+            "defaults.spark.conf.spark.a",
+            None,
+        ),
+        ("  spark: {conf: {spark.a: null}}\n", "    spark: {name: x}\n", "defaults.spark.conf.spark.a", None),
+        ("  spark:\n    conf: {x: [1]}\n", "    spark:\n", "defaults.spark.conf.x", [1]),
+        (
+            "  spark: {conf: {b: 1}}\n",
+            "    spark: {conf: {spark.a: {c: 1}}}\n",
+            "jobs.j.spark.conf.spark.a",
+            {"c": 1},
+        ),
+        # the job's own value replaces the defaults' at the same path
+        (
+            "  spark: {conf: {spark.a: 1}}\n",
+            "    spark: {conf: {spark.a: null}}\n",
+            "jobs.j.spark.conf.spark.a",
+            None,
+        ),
+        ("  flink: {conf: {a=b: 1}}\n", "    flink: {conf: {c: 2}}\n", "defaults.flink.conf.a=b", "a=b"),
+        # an argument left empty in YAML was passed on as "None"
+        ("  spark: {application_args: [--out, null]}\n", "", "defaults.spark.application_args[1]", None),
+        ("", "    spark: {application_args: [--out, [a]]}\n", "jobs.j.spark.application_args[1]", ["a"]),
+        # a job's own scale_out replaces the defaults' whole: an error in it is the job's
+        ("  scale_out: {min: 1, max: 2}\n", "    scale_out: {min: 0, max: 4}\n", "jobs.j.scale_out.min", 0),
     ],
 )
 def test_a_bad_value_from_the_defaults_is_named_in_the_defaults(

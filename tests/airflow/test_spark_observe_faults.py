@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_bellamy.hooks.spark_timing import WALL_TIME_IN_CLUSTER_MODE
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.http import json_server
 
@@ -240,6 +241,9 @@ def test_a_drivers_wall_time_fallback_says_why(driver_id: Any, note: Any, why: A
     (observed,) = seen
     assert observed.runtime_s == 3.0
     assert observed.source == f"wall time of the try ({why or note})"
+    # the try's wall time holds the submission, the driver's wait for a worker and the status
+    # polls: stored, never trained on (until session 27 it trained as the job's runtime)
+    assert observed.excluded_reason == WALL_TIME_IN_CLUSTER_MODE
 
 
 def test_a_driver_an_earlier_try_recorded_is_this_trys_row_too(bellamy_store: Any) -> None:
@@ -275,3 +279,134 @@ def test_a_driver_an_earlier_try_recorded_is_this_trys_row_too(bellamy_store: An
     # the listener's path for this try finds the row and writes nothing
     assert record_from_context({"ti": ti}, job_type="etl", framework="spark", scale_out=2) == existing
     assert bellamy_store.count_runs() == 1
+
+
+def test_a_bad_id_of_ours_in_a_poll_is_raised_named_not_read_as_the_clusters_answer(
+    monkeypatch: pytest.MonkeyPatch, cluster: dict[str, Any]
+) -> None:
+    """``InvalidInputError`` is a ValueError: a malformed id in a poll step was caught as "the
+    Spark master answered figures that do not parse" and the runtime taken from the next source
+    (the same bad id asked of it). It is our request, not the cluster's answer: raised, named,
+    before anything is asked."""
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+    from airflow_provider_bellamy.hooks.job import JobStatusHook
+    from airflow_provider_bellamy.hooks.job_status import status_steps
+    from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
+    from airflow_provider_bellamy.hooks.spark_timing import ObservedRun
+
+    monkeypatch.setattr("airflow_provider_bellamy.hooks.job.time.sleep", lambda s: None)
+    cluster["answers"]["/json/"] = {"activedrivers": [], "completeddrivers": [], "completedapps": []}
+    master = JobStatusHook("spark-master", cluster["url"])
+    unread: list[str] = []
+    with pytest.raises(InvalidInputError, match=r"job_id='driver-1/x'") as err:
+        master.poll(
+            lambda: status_steps("spark-master", "driver-1/x", master.endpoint),
+            done=lambda s: s is not None,
+            polls=3,
+            interval_s=0.0,
+            unread=unread,
+        )
+    assert err.value.field == "job_id" and unread == [] and cluster["asked"] == []
+
+    monkeypatch.setattr(
+        BellamySparkSubmitHook,
+        "master_status_hook",
+        lambda self, timeout_s=5.0: JobStatusHook("spark-master", cluster["url"], timeout_s=timeout_s),
+    )
+    hook = BellamySparkSubmitHook.__new__(BellamySparkSubmitHook)
+    with pytest.raises(InvalidInputError, match=r"job_id='app-1/\.\./x'"):
+        hook.observe_application(
+            "app-1/../x",
+            name="grep",
+            requested=2,
+            executor_cores=1,
+            history_server_url=cluster["url"],
+            standalone=True,
+            fallback=ObservedRun(runtime_s=1.0, source="wall time of spark-submit", scale_out=2),
+        )
+    assert cluster["asked"] == []  # neither the history server nor the master (the next source)
+
+
+def test_a_cluster_url_read_after_the_job_is_checked_before_it_launches(
+    monkeypatch: pytest.MonkeyPatch, bellamy_store: Any
+) -> None:
+    """``history_server_url`` and the connection's ``master-webui`` are read once the job has
+    ended: a URL without its scheme failed the task of a job that had run (its retry running the
+    job again). Refused when the DAG is parsed / before sizing, named."""
+    from types import SimpleNamespace
+
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+
+    with pytest.raises(InvalidInputError, match=r"history_server_url='history:18080': must be an http"):
+        BellamySparkSubmitOperator(
+            task_id="t",
+            application="job.py",
+            job_type="etl",
+            scale_outs=[2],
+            history_server_url="history:18080",
+        )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_FAKE",
+        connection_json(
+            "spark", host="spark://127.0.0.1", port=7077, extra={"master-webui": "127.0.0.1:8080"}
+        ),
+    )
+    op = BellamySparkSubmitOperator(
+        task_id="t",
+        conn_id="spark_fake",
+        application="job.py",
+        job_type="etl",
+        scale_outs=[2],
+        default_scale_out=2,
+    )
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="manual__1", map_index=-1, try_number=1)
+    with pytest.raises(InvalidInputError, match=r"extra master-webui='127\.0\.0\.1:8080': must be an http"):
+        op.prepare_launch({"ti": ti, "task": op, "params": {}})
+    assert bellamy_store.list_decisions() == []  # refused before sizing stored a decision
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deploy_mode", ["client", "cluster"])
+def test_spark_submits_wall_time_in_cluster_deploy_mode_is_kept_out_of_training(
+    airflow_db: str, bellamy_store: Any, monkeypatch: pytest.MonkeyPatch, deploy_mode: str
+) -> None:
+    """On YARN (or Kubernetes) in cluster deploy mode spark-submit waits for the driver it
+    submitted: with no history server its wall time holds the driver's submission and queueing
+    besides the job. The run is stored and linked as before, with the reason it is not trained
+    on; a client-mode driver's wall time is trained on as before."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import DAG
+
+    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
+    from airflow_provider_bellamy.records import successful_runs
+    from tests.fixtures.airflow_db import run_dag_test
+
+    conn = connection_json("spark", host="yarn", extra={"deploy-mode": deploy_mode})
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", conn)
+    monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: time.sleep(SUBMIT_S))
+    with DAG(
+        "test_spark_cluster_mode_wall_time",
+        schedule=None,
+        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+    ) as dag:
+        BellamySparkSubmitOperator(
+            task_id="grep",
+            conn_id="spark_yarn",
+            application="job.py",
+            job_type="etl",
+            properties=CONTEXT,
+            scale_outs=[2, 4],
+            default_scale_out=2,
+        )
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"grep": "success"}
+    result = xcom_value(dr, "grep")
+    (run,) = bellamy_store.list_runs("etl", limit=None)
+    assert result["runtime_source"] == "wall time of spark-submit" and run["status"] == "success"
+    trained = successful_runs(bellamy_store.runs_frame("etl", successful_only=False))
+    if deploy_mode == "cluster":
+        assert run["excluded_reason"] == result["excluded_reason"] == WALL_TIME_IN_CLUSTER_MODE
+        assert trained.empty
+    else:
+        assert run["excluded_reason"] is None and len(trained) == 1

@@ -54,6 +54,8 @@ def test_a_templated_conf_and_argument_list_reach_spark_submit_as_rendered(
     [
         ({"args": "--lines 400", "conf": CONF}, "application_args"),  # one string: never split
         ({"args": ARGS, "conf": "spark.sql.shuffle.partitions=6"}, "conf"),
+        # a rendered option without a value was passed on as "spark.eventLog.dir=None"
+        ({"args": ARGS, "conf": {**CONF, "spark.eventLog.dir": None}}, "conf.spark.eventLog.dir"),
     ],
 )
 def test_a_rendered_value_of_the_wrong_shape_is_refused_before_sizing(
@@ -72,6 +74,14 @@ def test_an_argument_string_is_refused_when_the_dag_is_parsed() -> None:
         )
     with pytest.raises(InvalidInputError, match=r"conf=\['a'\]: must be a mapping"):
         BellamySparkSubmitOperator(task_id="t", job_type="grep", scale_outs=[1], conf=["a"])
+    with pytest.raises(InvalidInputError, match=r"application_args\[1\]=None: must be one argument"):
+        BellamySparkSubmitOperator(
+            task_id="t", job_type="grep", scale_outs=[1], application_args=["--out", None]
+        )
+    with pytest.raises(InvalidInputError, match=r"conf\.spark\.jars=\['a', 'b'\]: must be one value"):
+        BellamySparkSubmitOperator(
+            task_id="t", job_type="grep", scale_outs=[1], conf={"spark.jars": ["a", "b"]}
+        )
 
 
 def test_the_pushed_command_keeps_each_argument_whole_and_its_secrets_masked(

@@ -80,8 +80,10 @@ def test_run_command_bad_inputs(flink_cluster, tmp_path) -> None:
     for bad in (0, -1, 2.5, True):
         with pytest.raises(InvalidInputError, match="parallelism"):
             hook.build_run_command(str(WORDCOUNT), bad)  # type: ignore[arg-type]
-    with pytest.raises(InvalidInputError, match="conf key"):
+    with pytest.raises(InvalidInputError, match=r"conf\.a=b='a=b': is no option name"):
         hook.build_run_command(str(WORDCOUNT), 1, conf={"a=b": "c"})
+    with pytest.raises(InvalidInputError, match=r"conf\.taskmanager\.memory=None: must be one value"):
+        hook.build_run_command(str(WORDCOUNT), 1, conf={"taskmanager.memory": None})
     with pytest.raises(InvalidInputError, match="flink_bin"):
         FlinkHook(None, rest_url=flink_cluster.rest_url, flink_bin=str(tmp_path / "flink")).build_run_command(
             str(WORDCOUNT), 1

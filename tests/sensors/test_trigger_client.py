@@ -97,3 +97,24 @@ def test_a_one_off_status_call_closes_its_own_client(master: MasterStub) -> None
 
     status = asyncio.run(JobStatusHook("spark-master", master.url).a_get_status(APP_ID))
     assert status.state == "RUNNING" and not status.terminal
+
+
+def test_a_refused_input_in_the_trigger_is_raised_again_as_it_was() -> None:
+    """An ``InvalidInputError`` in the triggerer reached the task as its text wrapped in another
+    (``job_id='a b': job_id='a b': …``). The event carries field, value and problem: the task
+    raises the refusal as it was, named once."""
+    from airflow_provider_bellamy.exceptions import InvalidInputError
+    from airflow_provider_bellamy.triggers.job import error_from_event
+
+    async def first_event() -> dict[str, Any]:
+        trigger = BellamyJobTrigger(kind="spark-master", job_id="app 1", endpoint="http://127.0.0.1:1")
+        async for event in trigger.run():
+            return dict(event.payload)
+        raise AssertionError("no event")
+
+    event = asyncio.run(first_event())
+    assert (event["status"], event["error_type"]) == ("error", "invalid")
+    error = error_from_event(event, "http://127.0.0.1:1")
+    assert isinstance(error, InvalidInputError)
+    assert (error.field, error.value) == ("job_id", "app 1")
+    assert str(error) == "job_id='app 1': a Spark application or driver id (app-…/driver-…)"

@@ -40,6 +40,8 @@ def test_history_import_traces_and_list(
     assert "2 newest of 105" in out and "bell-node-4c16g" in out
     assert main(["--store-url", store_url, "history", "list", "--limit", "0"]) == 2
     assert "--limit=0" in capsys.readouterr().err
+    assert main(["--store-url", store_url, "decisions", "list", "--limit", "-1"]) == 2
+    assert "--limit=-1: must be >= 1" in capsys.readouterr().err
 
 
 def test_history_import_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,7 +45,7 @@ def test_a_store_that_does_not_exist_reads_as_empty_and_is_not_created(tmp_path:
     with store.read("reading a missing store") as session:
         runs = RunRepository(session)
         assert runs.job_types() == [] and runs.count() == 0 and runs.newest_id("grep") is None
-        assert runs.property_kinds("grep") == {}
+        assert runs.property_kinds("grep").kinds == {}
         assert runs.id_of_job("spark", "driver-1") is None
         assert runs.task_runtimes("etl", "t", limit=5) == []
         assert runs.newest_training_id("grep", "f" * 16) is None
