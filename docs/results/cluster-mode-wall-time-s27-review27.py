@@ -8,7 +8,7 @@ application's ``duration`` (what the operator records when the master lists it) 
 start. ``--held S``: an application holds both cores while the driver is submitted and for S
 seconds, so the driver waits ``SUBMITTED`` behind it (a busy cluster).
 
-    PYTHONPATH=. python scripts/measure-cluster-mode-wall-time.py --runs 3 --held 15
+    PYTHONPATH=. python docs/results/cluster-mode-wall-time-s27-review27.py --runs 3 --held 15
 
 Needs Java and the venv's pyspark (scripts/setup-services.sh). Prints one line per run (the
 hook's log lines go to stdout too: ``| grep -E '^(#|case|idle|held)'``).
