@@ -14,7 +14,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
@@ -57,10 +57,6 @@ MIN_ENVIRONMENT_CONTEXTS = 2
 # pool's scale.
 MIN_JOB_CONTEXTS = 5
 JOB_SCALE_PRIOR_CONTEXTS = 5
-# The network pulls its untuned prediction for a context it did not train on towards its training
-# contexts' mean level: the slope of the out-of-fold residual on the predicted level undoes it
-# (``level_slopes``), shrunk as a job scale by the contexts it rests on (docs/model.md, "Uncertainty")
-LEVEL_SLOPE_PRIOR_CONTEXTS = JOB_SCALE_PRIOR_CONTEXTS
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
 LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 # The residual correction's settings to choose from (see finetuning.residual_correction):
@@ -183,12 +179,6 @@ class BandTables:
     # the pooled tables' negative and positive offsets by (``job_scales``); empty for a model of one
     # job type (and in model files written before them: 1)
     job_scales: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
-    # per job type (slope in [0, 1], centre): the untuned heads of a context inside the training
-    # data are raised by slope × (their level − centre) before anything reads them
-    # (``deshrunk``); the level is the mean log runtime over ``level_scale_outs``. Empty: no
-    # correction (a model file written before it predicts as it did)
-    level_slopes: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    level_scale_outs: tuple[float, ...] = ()
 
     def job_scale(self, job_type: str | None, k: int) -> tuple[float, float]:
         """What a band of ``job_type`` after k points multiplies the tables' negative and positive
@@ -204,8 +194,6 @@ class BandTables:
             "smallest_max_scale_out": self.smallest_max_scale_out,
             "validation_mre": list(self.validation_mre),
             "job_scales": {job: [list(pair) for pair in s] for job, s in self.job_scales.items()},
-            "level_slopes": {job: list(pair) for job, pair in self.level_slopes.items()},
-            "level_scale_outs": list(self.level_scale_outs),
         }
 
     @classmethod
@@ -217,8 +205,6 @@ class BandTables:
         job_scales = data.get("job_scales", {}) if isinstance(data, Mapping) else {}
         if not isinstance(job_scales, Mapping):
             raise ValueError(f"{where}.job_scales is not a mapping of job type to scales")
-        # (optional too: a file written before the level correction predicts as it did)
-        level_slopes, level_scale_outs = _level_correction(data, where)
         return cls(
             per_k=tuple(
                 QuantileTables.from_dict(t, f"{where}.per_k[{k}]")
@@ -245,30 +231,7 @@ class BandTables:
                 str(job): _side_scales(scales, f"{where}.job_scales.{job}")
                 for job, scales in job_scales.items()
             },
-            level_slopes=level_slopes,
-            level_scale_outs=level_scale_outs,
         )
-
-
-def _level_correction(data: object, where: str) -> tuple[dict[str, tuple[float, float]], tuple[float, ...]]:
-    """``BandTables``' optional level slopes and the scale-outs the level is measured over."""
-    slopes = data.get("level_slopes", {}) if isinstance(data, Mapping) else {}
-    scale_outs = data.get("level_scale_outs", []) if isinstance(data, Mapping) else []
-    if not isinstance(slopes, Mapping):
-        raise ValueError(f"{where}.level_slopes = {slopes!r} is not a mapping of job type to [slope, centre]")
-    if not isinstance(scale_outs, list):
-        raise ValueError(f"{where}.level_scale_outs = {scale_outs!r} is not a list of scale-outs")
-    if slopes and not scale_outs:
-        raise ValueError(f"{where}.level_scale_outs = [] but level_slopes has {sorted(slopes)}")
-    out = {}
-    for job, pair in slopes.items():
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise ValueError(f"{where}.level_slopes.{job} = {pair!r} is not [slope, centre]")
-        slope = _real(pair[0], f"{where}.level_slopes.{job}.slope", 0.0)
-        if slope > 1.0:
-            raise ValueError(f"{where}.level_slopes.{job}.slope = {pair[0]!r} is out of range (0..1)")
-        out[str(job)] = (slope, _real(pair[1], f"{where}.level_slopes.{job}.centre"))
-    return out, tuple(_real(n, f"{where}.level_scale_outs", 1e-9) for n in scale_outs)
 
 
 def _side_scales(values: object, where: str) -> tuple[tuple[float, float], ...]:
@@ -528,7 +491,6 @@ def calibrate(
     noise_sd: float,
     jobs: Sequence[str | None] | None = None,
     h_tables: np.ndarray | None = None,
-    level_correction: bool = False,
 ) -> Calibration:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
@@ -565,12 +527,6 @@ def calibrate(
     choice by the ranking of errors, and what the model's predictions follow); the tables, a claim
     on the errors' size, read the heads no selection was fitted to, on the same draws of points.
 
-    ``level_correction`` (with ``jobs``): per job type, the slope of the untuned out-of-fold
-    residual on the predicted level (``level_slopes``, on the tables' heads) raises every
-    out-of-fold context's heads (``deshrunk``) before anything else is measured, as the model
-    raises a context's heads inside its training data: the settings, the checks and the tables
-    all measure the corrected predictions (the band stays conformal). Kept in the tables.
-
     No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
     h_oof: list[np.ndarray] = []
@@ -597,25 +553,6 @@ def calibrate(
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
     prior_of = OTHER_ENVIRONMENT_PRIOR if other_priors is None else np.asarray(other_priors)[ctx_ids]
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
-    job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
-    slopes: dict[str, tuple[float, float]] = {}
-    level_grid = np.unique(scale_out).astype(np.float64)
-    if level_correction and settings is None and job_of is not None:
-        # (the basis rows of one run at each scale-out: the basis depends on the scale-out only)
-        grid_basis = basis[[int(np.flatnonzero(scale_out == n)[0]) for n in level_grid]]
-        mean_residual = np.array(
-            [float(np.mean(log_y[r] - log_runtime(h_tables_of[i], basis[r]))) for i, r in enumerate(run_ids)]
-        )
-        slopes = level_slopes(untuned_level(h_tables_of, grid_basis), mean_residual, job_of)
-        if slopes:
-            slope = np.array([slopes.get(str(j), (0.0, 0.0))[0] for j in job_of])
-            centre = np.array([slopes.get(str(j), (0.0, 0.0))[1] for j in job_of])
-            h_all = deshrunk(h_all, untuned_level(h_all, grid_basis), slope, centre)
-            h_tables_of = (
-                h_all
-                if h_tables is None
-                else deshrunk(h_tables_of, untuned_level(h_tables_of, grid_basis), slope, centre)
-            )
 
     def residuals(
         k: int,
@@ -768,51 +705,9 @@ def calibrate(
     ]
     chosen = [(rows[0], at, owner, d) for rows, at, owner, d, _, _ in measured]
     checks = [(rms, count) for *_, rms, count in measured]
+    job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
     tables = check_normalised_tables(chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd)
-    if slopes:
-        tables = replace(tables, level_slopes=slopes, level_scale_outs=tuple(level_grid.tolist()))
     return Calibration(noise_sd, fine_tuning, tables)
-
-
-def untuned_level(heads: np.ndarray, grid_basis: np.ndarray) -> np.ndarray:
-    """Each head's curve's level ([..., F] → [...]): its mean log runtime over the scale-outs
-    of ``grid_basis`` [G, F]."""
-    return log_runtime(heads[..., None, :], grid_basis).mean(axis=-1)
-
-
-def deshrunk(
-    heads: np.ndarray, level: np.ndarray, slope: float | np.ndarray, centre: float | np.ndarray
-) -> np.ndarray:
-    """Heads [..., F] whose curves are raised (log) by slope × (their ``level`` − centre): every
-    basis weight by the same amount, so the curve's shape stays and its level moves away from the
-    training contexts' mean."""
-    return heads + (slope * (np.asarray(level) - centre))[..., None]
-
-
-def level_slopes(
-    level: np.ndarray, mean_residual: np.ndarray, job_of: Sequence[str | None]
-) -> dict[str, tuple[float, float]]:
-    """Per job type with ``MIN_JOB_CONTEXTS`` out-of-fold contexts or more: (slope, centre) of its
-    contexts' mean untuned log residual against their predicted level (centred on their mean
-    level, least squares), the slope shrunk towards 0 by n / (n + ``LEVEL_SLOPE_PRIOR_CONTEXTS``)
-    and clipped to [0, 1]. A context's runs share its error: contexts count, not runs. A slope
-    above 0 says the contexts predicted slowest ran slower still (regression to the mean); one
-    below 0 is no shrinkage this undoes, and 1 doubles the predicted spread, past any network's pull."""
-    out: dict[str, tuple[float, float]] = {}
-    jobs = np.array([str(j) for j in job_of], dtype=object)
-    for job in sorted({str(j) for j in job_of if j is not None}):
-        mine = jobs == job
-        n = int(mine.sum())
-        if n < MIN_JOB_CONTEXTS:
-            continue
-        centre = float(level[mine].mean())
-        x = level[mine] - centre
-        spread = float(x @ x)
-        if spread <= 0:
-            continue
-        slope = float(x @ (mean_residual[mine] - mean_residual[mine].mean())) / spread
-        out[job] = (float(np.clip(slope * n / (n + LEVEL_SLOPE_PRIOR_CONTEXTS), 0.0, 1.0)), centre)
-    return out
 
 
 def _scores(r: np.ndarray, at: np.ndarray, distance: np.ndarray, small_max: float) -> np.ndarray:

@@ -18,8 +18,6 @@ from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     Calibration,
     FineTuning,
-    deshrunk,
-    untuned_level,
 )
 from airflow_provider_bellamy.model.edges import (
     MIN_EDGE_POINTS,
@@ -361,7 +359,6 @@ class RuntimeModel:
                 environments,
                 jobs,
                 h_out_of_fold=h_out_of_fold,
-                level_correction=True,
             )
             if k_folds > 1
             else Calibration(noise_sd, FineTuning(max(noise_sd, training_rms(h_members, runs_np, folds))))
@@ -667,24 +664,11 @@ class RuntimeModel:
         cached = self._h_cache.get(key)
         if cached is None:
             vectors, mask = self.schema.encode([ctx])
-            cached = self._level_corrected(ctx, inference.log_weights(self.params, vectors, mask)[:, 0, :])
+            cached = inference.log_weights(self.params, vectors, mask)[:, 0, :]  # [M, N_BASIS]
             if len(self._h_cache) > 1024:
                 self._h_cache.clear()
             self._h_cache[key] = cached
         return cached
-
-    def _level_corrected(self, ctx: dict[str, str | float], h: np.ndarray) -> np.ndarray:
-        """The heads [M, N_BASIS] of a context inside the training data moved away from the training
-        contexts' mean level by its job type's slope (``calibration.level_slopes``), as calibration
-        moved its out-of-fold contexts' before measuring the tables; a context outside (whose tables
-        were measured without it), a job type without a slope and a model file without slopes: as
-        they are."""
-        tables = self.calibration.tables
-        slope = None if tables is None else tables.level_slopes.get(str(ctx["job_type"]))
-        if slope is None or signals(self.metadata["domain"], ctx).kinds:
-            return h
-        grid = scale_out_basis(np.asarray(tables.level_scale_outs), self._steep_floor)
-        return deshrunk(h, untuned_level(h, grid), *slope)
 
     def _tuned_for(self, ctx: dict[str, str | float]) -> TunedContext | None:
         return self.tuned if self.tuned is not None and ctx == self.tuned.context else None
