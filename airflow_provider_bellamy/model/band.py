@@ -34,7 +34,6 @@ from airflow_provider_bellamy.model.calibration import (
     residual_quantiles,
     student_t_quantile,
     table_scale,
-    untuned_level,
     widened,
 )
 from airflow_provider_bellamy.model.edges import (
@@ -100,18 +99,7 @@ def compose_band(
     sources, calibrated_for, outside = band_sources(model, ext)
     honoured = min([requested, *(max_confidence(cal, k, environment) for cal, _ in sources)])
     lo_q, hi_q = table_offsets(
-        model,
-        sources,
-        ext,
-        k,
-        honoured,
-        ns,
-        environment,
-        observed,
-        tuned,
-        outside,
-        job,
-        level_tier(model, ctx, outside),
+        model, sources, ext, k, honoured, ns, environment, observed, tuned, outside, job
     )
     spanned = unpaired_scale_outs(ns, observed, outside)
     beyond = below = None
@@ -171,20 +159,6 @@ def compose_band(
         beyond,
         below,
     )
-
-
-def level_tier(model: RuntimeModel, ctx: dict[str, str | float], outside: bool) -> str | None:
-    """The level tier of a context inside the training data (``BandTables.tier``): of its untuned
-    predicted level, as the tables measured their out-of-fold contexts' (``untuned_level``).
-    None outside (the tiers are the training contexts', and other tables answer there), for a
-    job type held out whole (its tables measured other job types) or where the tables hold no
-    tiers."""
-    tables = model.calibration.tables
-    if outside or model.calibration.unseen_job_type or tables is None or not tables.level_tables:
-        return None
-    heads = model._base_h(ctx)  # [members, F]
-    level = untuned_level(heads[:, None, :], np.asarray(tables.level_scale_outs))
-    return tables.tier(float(level[0]))
 
 
 def band_sources(
@@ -281,12 +255,10 @@ def table_offsets(
     tuned: bool,
     outside: bool,
     job: str,
-    tier: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The band's lower and upper log offsets from the calibrations that answer (``band_sources``):
     each source's ``quantiles``, grown with the context's distance where it lies ``outside`` the
-    training data; the widest bound of them per side. ``tier``: the context's level tier
-    (``level_tier``)."""
+    training data; the widest bound of them per side."""
     bounds = []
     for cal, widening in sources:
         scale = widening.factor(ext.distance_scale, k) if outside else 1.0
@@ -307,7 +279,6 @@ def table_offsets(
                 job_type=job,
                 guess=widening.untuned_only,
                 settles=widening.settles,
-                tier=tier,
             )
         )
     # the widest bound of the calibrations that answer
@@ -332,7 +303,6 @@ def quantiles(
     job_type: str | None = None,
     guess: bool = False,
     settles: bool = False,
-    tier: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
     sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
@@ -343,11 +313,8 @@ def quantiles(
     Gaussian that widens with the distance until its first run: ``DistanceWidening.untuned_only``),
     which a tuned context's runs leave only the shape's part of (``_guess_profile``).
     ``settles``: the distance widens the source only until the context's first run, above the
-    training data's smallest scale-outs (``DistanceWidening.settles``). ``tier``: the context's
-    level tier (``level_tier``; None outside the training data)."""
-    lo_q, hi_q = residual_quantiles(
-        calibration, k, confidence, ns, environment, observed, job_type=job_type, tier=tier
-    )
+    training data's smallest scale-outs (``DistanceWidening.settles``)."""
+    lo_q, hi_q = residual_quantiles(calibration, k, confidence, ns, environment, observed, job_type=job_type)
     # The uncalibrated guess of a tuned context outside: the part its runs leave, growing with
     # the distance from them (_guess_profile). (The Gaussian of a new value of a property that
     # never varied stands beside tables at every k, for an error nothing measured: left whole.)

@@ -14,13 +14,12 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from airflow_provider_bellamy.model.features import scale_out_basis
 from airflow_provider_bellamy.model.finetuning import (
     OTHER_ENVIRONMENT_PRIOR,
     empirical_prior_covariance,
@@ -58,14 +57,6 @@ MIN_ENVIRONMENT_CONTEXTS = 2
 # pool's scale.
 MIN_JOB_CONTEXTS = 5
 JOB_SCALE_PRIOR_CONTEXTS = 5
-# At most this many level tiers of the out-of-fold contexts (``level_tiers``): the slowest, the
-# middle, the fastest; fewer where a tier would hold fewer than MIN_JOB_CONTEXTS contexts.
-LEVEL_TIERS = 3
-# A tier's side answers only where its out-of-fold contexts miss the pooled bound at
-# GATE_CONFIDENCE measurably more often than all contexts do: by more than GATE_Z standard
-# errors of its contexts' mean miss (one-sided 5 %), contexts counting, not runs
-GATE_CONFIDENCE = 0.9
-GATE_Z = 1.645
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
 LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 # The residual correction's settings to choose from (see finetuning.residual_correction):
@@ -188,29 +179,12 @@ class BandTables:
     # the pooled tables' negative and positive offsets by (``job_scales``); empty for a model of one
     # job type (and in model files written before them: 1)
     job_scales: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
-    # The out-of-fold contexts split by their untuned predicted level (``untuned_level``: mean log
-    # seconds over ``level_scale_outs``) at ``level_edges`` into tiers ("0" the fastest), and per
-    # tier, per k, the tables of its contexts' residuals (``level_tiers``), which a context inside
-    # the training data in that tier reads. Empty: one tier (too few contexts), or model files
-    # written before them.
-    level_scale_outs: tuple[float, ...] = ()
-    level_edges: tuple[float, ...] = ()
-    level_tables: Mapping[str, tuple[QuantileTables, ...]] = field(default_factory=dict)
-    # per tier, per k: (lower, upper) — whether that side of the tier's tables answers (read as
-    # the wider of it and the pooled bound; ``level_tiers``' gate). Empty: no side does.
-    level_sides: Mapping[str, tuple[tuple[bool, bool], ...]] = field(default_factory=dict)
 
     def job_scale(self, job_type: str | None, k: int) -> tuple[float, float]:
         """What a band of ``job_type`` after k points multiplies the tables' negative and positive
         offsets by ((1, 1): a job type the tables hold no scales of)."""
         scales = self.job_scales.get(job_type) if job_type is not None else None
         return scales[min(k, MAX_K)] if scales else (1.0, 1.0)
-
-    def tier(self, level: float) -> str | None:
-        """The tier of a context whose untuned predicted level is ``level`` (None: no tiers)."""
-        if not self.level_tables or not math.isfinite(level):
-            return None
-        return str(int(np.searchsorted(np.asarray(self.level_edges), level, side="right")))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -220,10 +194,6 @@ class BandTables:
             "smallest_max_scale_out": self.smallest_max_scale_out,
             "validation_mre": list(self.validation_mre),
             "job_scales": {job: [list(pair) for pair in s] for job, s in self.job_scales.items()},
-            "level_scale_outs": list(self.level_scale_outs),
-            "level_edges": list(self.level_edges),
-            "level_tables": {tier: [t.to_dict() for t in ts] for tier, ts in self.level_tables.items()},
-            "level_sides": {tier: [list(pair) for pair in ts] for tier, ts in self.level_sides.items()},
         }
 
     @classmethod
@@ -235,20 +205,6 @@ class BandTables:
         job_scales = data.get("job_scales", {}) if isinstance(data, Mapping) else {}
         if not isinstance(job_scales, Mapping):
             raise ValueError(f"{where}.job_scales is not a mapping of job type to scales")
-        # (optional too: a file written before the level tiers reads as one tier)
-        tiers = data.get("level_tables", {}) if isinstance(data, Mapping) else {}
-        grid = data.get("level_scale_outs", []) if isinstance(data, Mapping) else []
-        edges = data.get("level_edges", []) if isinstance(data, Mapping) else []
-        sides = data.get("level_sides", {}) if isinstance(data, Mapping) else {}
-        if (
-            not isinstance(tiers, Mapping)
-            or not isinstance(grid, list)
-            or not isinstance(edges, list)
-            or not isinstance(sides, Mapping)
-        ):
-            raise ValueError(
-                f"{where}: level_tables, level_sides, level_scale_outs and level_edges are malformed"
-            )
         return cls(
             per_k=tuple(
                 QuantileTables.from_dict(t, f"{where}.per_k[{k}]")
@@ -275,28 +231,7 @@ class BandTables:
                 str(job): _side_scales(scales, f"{where}.job_scales.{job}")
                 for job, scales in job_scales.items()
             },
-            level_scale_outs=tuple(_real(v, f"{where}.level_scale_outs", 1e-9) for v in grid),
-            level_edges=tuple(_real(v, f"{where}.level_edges") for v in edges),
-            level_tables={
-                str(tier): tuple(
-                    QuantileTables.from_dict(t, f"{where}.level_tables.{tier}[{k}]")
-                    for k, t in enumerate(_per_k(ts, f"{where}.level_tables.{tier}"))
-                )
-                for tier, ts in tiers.items()
-            },
-            level_sides={
-                str(tier): _tier_sides(ts, f"{where}.level_sides.{tier}") for tier, ts in sides.items()
-            },
         )
-
-
-def _tier_sides(values: object, where: str) -> tuple[tuple[bool, bool], ...]:
-    pairs = []
-    for k, pair in enumerate(_per_k(values, where)):
-        if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(v, bool) for v in pair):
-            raise ValueError(f"{where}[{k}] = {pair!r} is not [lower, upper] of true/false")
-        pairs.append((pair[0], pair[1]))
-    return tuple(pairs)
 
 
 def _side_scales(values: object, where: str) -> tuple[tuple[float, float], ...]:
@@ -771,18 +706,7 @@ def calibrate(
     chosen = [(rows[0], at, owner, d) for rows, at, owner, d, _, _ in measured]
     checks = [(rms, count) for *_, rms, count in measured]
     job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
-    # (the untuned level of each out-of-fold context, from the heads the tables read)
-    grid = np.unique(scale_out).astype(np.float64)
-    tables = check_normalised_tables(
-        chosen,
-        checks,
-        env_of,
-        job_of,
-        small_max,
-        len(ctx_ids),
-        noise_sd,
-        levels=(untuned_level(h_tables_of, grid), grid),
-    )
+    tables = check_normalised_tables(chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd)
     return Calibration(noise_sd, fine_tuning, tables)
 
 
@@ -878,7 +802,6 @@ def check_normalised_tables(
     small_max: float,
     n_contexts: int,
     noise_sd: float,
-    levels: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> BandTables:
     """``_tables_per_k`` (with ``job_scales``) of the residuals as the band will read them: a
     fine-tuned context's band is its k tables' offsets times its checks' factor (``check_factor``
@@ -889,9 +812,7 @@ def check_normalised_tables(
     covers q of them, but the factor narrows the band of a context whose checks happen to be small
     and widens that of one whose checks are large (a straggler among its k runs lifts its whole
     curve), and that pair of bands covered less, or more, than q (docs/model.md, session 24).
-    Built k by k: the factor at k reads the (k − 1) tables built before it, as the band does.
-    ``levels``: (each context's untuned predicted level, the scale-outs it is the mean over), for
-    the tables' level tiers (``level_tiers``)."""
+    Built k by k: the factor at k reads the (k − 1) tables built before it, as the band does."""
     gaussian = gaussian_sd(Calibration(noise_sd, FineTuning(1.0)))
     names = set(_environment_names(env_of))
     divisors: list[np.ndarray] = []
@@ -921,7 +842,7 @@ def check_normalised_tables(
             normed, env_of, small_max, n_contexts, job_scales=job_scales(normed, job_of, small_max)
         )
     scores = [(r / div, at, owner, d) for (r, at, owner, d), div in zip(per_k, divisors, strict=True)]
-    tables = _tables_per_k(
+    return _tables_per_k(
         per_k,
         env_of,
         small_max,
@@ -929,114 +850,6 @@ def check_normalised_tables(
         job_scales=job_scales(scores, job_of, small_max),
         per_residual=divisors,
     )
-    if levels is None:
-        return tables
-    return level_tiers(tables, per_k, divisors, *levels, small_max, n_contexts)
-
-
-def untuned_level(heads: np.ndarray, scale_outs: np.ndarray) -> np.ndarray:
-    """Per context (``heads`` [..., C, F]: the heads' mean over any leading axes first), its
-    untuned predicted level: the mean log seconds of its curve over ``scale_outs``."""
-    basis = scale_out_basis(np.asarray(scale_outs, dtype=np.float64))
-    h = np.asarray(heads, dtype=np.float64)
-    curves = log_runtime(h[..., None, :], basis)  # [..., C, S]
-    per_context = curves.mean(axis=-1)
-    return (
-        per_context.reshape(-1, per_context.shape[-1]).mean(axis=0) if per_context.ndim > 1 else per_context
-    )
-
-
-def level_tiers(
-    tables: BandTables,
-    per_k: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-    divisors: Sequence[np.ndarray],
-    levels: np.ndarray,
-    scale_outs: np.ndarray,
-    small_max: float,
-    n_contexts: int,
-) -> BandTables:
-    """``tables`` with level tiers: the out-of-fold contexts split at quantiles of their untuned
-    predicted ``levels`` into as many tiers (up to LEVEL_TIERS) as hold MIN_JOB_CONTEXTS each, and
-    per tier the tables of its residuals (check-normalised by the same ``divisors`` as the pooled
-    ones; group-conditional, as an environment's).
-
-    A network's prediction for a context it was not trained on is pulled towards its training
-    contexts' mean: the contexts it predicts slowest run slower still (and the slow ones are those
-    that spill or shuffle most, misses on the slow side only), the fastest faster. One pooled table
-    is then too narrow above the prediction for the slow ones and too wide for the fast ones (s22
-    folds, k = 0: the slowest third of held-out contexts 74.6 % under the upper bound, the fastest
-    96.5 %). The tiers measure that on the tables' own out-of-fold contexts, and a context inside
-    the training data reads its tier's tables (``residual_quantiles``)."""
-    n = len(levels)
-    count = min(LEVEL_TIERS, n // MIN_JOB_CONTEXTS)
-    if count < 2 or not np.isfinite(levels).all():
-        return tables
-    edges = np.quantile(levels, np.arange(1, count) / count)
-    tier_of: list[str | None] = [str(int(t)) for t in np.searchsorted(edges, levels, side="right")]
-    by_tier = _tables_per_k(per_k, tier_of, small_max, n_contexts, per_residual=divisors).environments
-    sides = _tier_gate(tables, per_k, divisors, np.array(tier_of, dtype=object), small_max)
-    return replace(
-        tables,
-        level_scale_outs=tuple(float(v) for v in scale_outs),
-        level_edges=tuple(float(v) for v in edges),
-        level_tables=dict(by_tier),
-        level_sides=sides,
-    )
-
-
-def _tier_gate(
-    tables: BandTables,
-    per_k: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
-    divisors: Sequence[np.ndarray],
-    tier_of: np.ndarray,
-    small_max: float,
-) -> dict[str, tuple[tuple[bool, bool], ...]]:
-    """Per tier, per k, per side (lower, upper): whether the tier's out-of-fold contexts miss the
-    pooled tables' bound at ``GATE_CONFIDENCE`` measurably more often than all of them do (their
-    mean share of runs missed above the pool's by more than ``GATE_Z`` standard errors over the
-    tier's contexts). Only such a side reads the tier's tables, and then never a bound narrower
-    than the pool's: a tier of a few contexts reads thinner tables than the pool, which where
-    the pool holds only costs coverage (C3O folds sort, session 26)."""
-    out: dict[str, list[tuple[bool, bool]]] = {str(t): [] for t in sorted(set(tier_of.tolist()))}
-    for k, ((raw, at, owner, distance), div) in enumerate(zip(per_k, divisors, strict=True)):
-        pooled = tables.per_k[k]
-        if not pooled.quantiles or not len(raw):
-            for t in out:
-                out[t].append((False, False))
-            continue
-        score = raw / div
-        small = at <= small_max
-        near = is_near(distance)
-        # each residual in its bucket's units, as the band reads the tables (k = 0: no run near)
-        bucket = np.where(small, "smallest", "others" if k == 0 else np.where(near, "near", "far"))
-        score = np.where(bucket == "far", score / far_scale(distance), score)
-        lo, hi = np.zeros(len(score)), np.zeros(len(score))
-        for name in BUCKETS:
-            n = max(pooled.counts[name], 1)
-            level = min(1.0, math.ceil((n + 1) * GATE_CONFIDENCE) / n)
-            mine = bucket == name
-            lo[mine] = np.interp(1.0 - level, QUANTILE_GRID, pooled.quantiles[name])
-            hi[mine] = np.interp(level, QUANTILE_GRID, pooled.quantiles[name])
-        contexts = np.unique(owner)
-        # per context, the share of its runs the pooled bound misses, below and above
-        missed = np.array(
-            [
-                [np.mean(score[owner == c] < lo[owner == c]), np.mean(score[owner == c] > hi[owner == c])]
-                for c in contexts
-            ]
-        )
-        tiers = tier_of[contexts]
-        every = missed.mean(axis=0)
-        for t in out:
-            mine = missed[tiers == t]
-            if len(mine) < 2:
-                out[t].append((False, False))
-                continue
-            error = mine.std(axis=0, ddof=1) / math.sqrt(len(mine))
-            gap = mine.mean(axis=0) - every
-            flags = (gap > 0) & (gap > GATE_Z * error)
-            out[t].append((bool(flags[0]), bool(flags[1])))
-    return {t: tuple(v) for t, v in out.items()}
 
 
 def _fixed_tables(
@@ -1172,11 +985,9 @@ def residual_quantiles(
     observed: Sequence[int] = (),
     groups: int | None = None,
     job_type: str | None = None,
-    tier: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points at the
-    ``observed`` scale-outs (a context of ``environment`` and ``job_type``; ``tier``: its level
-    tier, ``BandTables.tier``, for a context inside the training data). ``groups``: the tables
+    ``observed`` scale-outs (a context of ``environment`` and ``job_type``). ``groups``: the tables
     hold the residuals of this many groups held out whole (``calibration.groups`` where not
     given)."""
     groups = groups if groups is not None else calibration.groups
@@ -1185,33 +996,6 @@ def residual_quantiles(
         sd = gaussian_sd(calibration)
         z = NormalDist().inv_cdf(confidence)
         return np.full(len(scale_outs), -z * sd), np.full(len(scale_outs), z * sd)
-    lo, hi = _table_bounds(calibration.tables, tables, k, confidence, scale_outs, observed, groups)
-    own = calibration.tables.level_tables.get(tier) if tier is not None else None
-    at = answering_k(calibration, k, environment)
-    sides = calibration.tables.level_sides.get(tier, ()) if tier is not None else ()
-    if own and own[at].quantiles and sides and any(sides[at]):
-        # a context's level tier measured the misses of contexts predicted as slow (or fast) as
-        # it, which the pooled tables blur: on a side where they missed the pool's bound
-        # measurably more often, the tier's bound where it is wider (``level_tiers``)
-        tier_lo, tier_hi = _table_bounds(
-            calibration.tables, own[at], k, confidence, scale_outs, observed, groups
-        )
-        lo = np.minimum(lo, tier_lo) if sides[at][0] else lo
-        hi = np.maximum(hi, tier_hi) if sides[at][1] else hi
-    job = calibration.tables.job_scale(job_type, at)
-    return _by_side(lo, job), _by_side(hi, job)
-
-
-def _table_bounds(
-    band_tables: BandTables,
-    tables: QuantileTables,
-    k: int,
-    confidence: float,
-    scale_outs: np.ndarray,
-    observed: Sequence[int],
-    groups: int | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``residual_quantiles``' bounds from one k's ``tables`` (before the job type's scales)."""
     bounds = {}
     for bucket, t in tables.quantiles.items():
         # finite-sample conformal correction over the table's residuals: level ⌈(n+1)q⌉/n,
@@ -1227,7 +1011,7 @@ def _table_bounds(
             float(np.interp(1.0 - level, QUANTILE_GRID, t)),
             float(np.interp(level, QUANTILE_GRID, t)),
         )
-    small = scale_outs <= band_tables.smallest_max_scale_out
+    small = scale_outs <= calibration.tables.smallest_max_scale_out
     lo = np.where(small, bounds["smallest"][0], bounds["others"][0])
     hi = np.where(small, bounds["smallest"][1], bounds["others"][1])
     if len(observed):
@@ -1236,7 +1020,8 @@ def _table_bounds(
         scale = far_scale(distance)
         lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
         hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
-    return lo, hi
+    job = calibration.tables.job_scale(job_type, answering_k(calibration, k, environment))
+    return _by_side(lo, job), _by_side(hi, job)
 
 
 def widened(lo: np.ndarray, hi: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
