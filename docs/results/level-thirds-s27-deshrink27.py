@@ -25,8 +25,14 @@ for task in held_out_tasks(data, 0):
         _, lower, upper = model.predict_band(ctx, ns.tolist(), 0.9)
         level = float(np.mean(np.log(model.predict(ctx, grid))))
         rows.append(
-            (task.algorithm, level, int((actual <= upper).sum()), int((actual >= lower).sum()), len(ns),
-             float(np.log(upper / lower).sum()))
+            (
+                task.algorithm,
+                level,
+                int((actual <= upper).sum()),
+                int((actual >= lower).sum()),
+                len(ns),
+                float(np.log(upper / lower).sum()),
+            )
         )
 thirds = np.zeros((3, 4))
 for job in sorted({r[0] for r in rows}):
@@ -35,5 +41,7 @@ for job in sorted({r[0] for r in rows}):
         for j in part:
             thirds[i] += mine[j][2:]
 for name, (under, above, n, width) in zip(("fastest", "middle", "slowest"), thirds, strict=True):
-    print(f"{name:8} third: {int(n):5d} runs, under upper {100 * under / n:5.1f} %, above lower "
-          f"{100 * above / n:5.1f} %, mean log width {width / n:.3f}")
+    print(
+        f"{name:8} third: {int(n):5d} runs, under upper {100 * under / n:5.1f} %, above lower "
+        f"{100 * above / n:5.1f} %, mean log width {width / n:.3f}"
+    )
