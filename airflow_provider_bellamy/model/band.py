@@ -117,16 +117,24 @@ def compose_band(
         below = edges[0] if past.below.any() else None
         lo_q, hi_q = past_edge_offsets(model, job, past, ns, lo_q, hi_q, honoured)
     low, high = spanned_curves(model, ctx, ext, ns, mean, network, spanned, past)
-    if outside and not tuned and ext.out_of_range:
-        # Before a context beyond a trained numeric range has runs, the miss the model keeps at
-        # its job's training contexts nearest to it (the edge it extrapolates from) is the one
-        # measure of its curve's error there: the numeric tables rest on two held-out ends,
-        # predicted well where the model's own curve at the edge was not (C3O leave-size-out,
-        # sort beyond 15,408 MB: the model 0.21 in log under its edge contexts' runs, the held-out
-        # ends' tables ±0.05-0.21, the runs beyond 0.31-0.43 over the prediction). On its side,
-        # as the tuned context's own miss below; its runs then take over.
+    if outside and not tuned and ext.kinds == {"numeric"}:
+        # Before a context outside the training data by its numbers alone (beyond a trained
+        # range, every value known) has runs, the miss the model keeps at its job's training
+        # contexts nearest to it (the edge it extrapolates from) is the one measure of its
+        # curve's error there: the numeric tables rest on two held-out ends, predicted well where
+        # the model's own curve at the edge was not (C3O leave-size-out, sort beyond 15,408 MB:
+        # the model 0.21 in log under its edge contexts' runs, the held-out ends' tables
+        # ±0.05-0.21, the runs beyond 0.31-0.43 over the prediction). On its side, as the tuned
+        # context's own miss below; its runs then take over. (A new value besides: the tables of
+        # values held out whole measured that, misses at their edges included.)
         below_edge, above_edge = edge_miss(model, ctx)
         lo_q, hi_q = lo_q - below_edge, hi_q + above_edge
+        if below_edge or above_edge:
+            side = "over" if above_edge else "under"
+            calibrated_for += (
+                f"; before its first run widened by the model's miss at its nearest training "
+                f"contexts (their runs {side} its curve by ×{math.exp(below_edge + above_edge):.3g})"
+            )
     if outside and tuned and model.check_count < MIN_CHECKS:
         # Before a context from elsewhere has checks of its own, the miss its tuned curve keeps
         # at its own runs is the one measure of its error the tables did not take (their

@@ -1173,6 +1173,12 @@ def test_before_its_first_run_a_context_beyond_a_trained_size_keeps_its_edges_mi
     # on its side by the miss, beside the (symmetric) tables' offset; the other side as it was
     np.testing.assert_allclose(missed - other, abs(miss), atol=1e-6)
     assert np.all(missed >= abs(miss))
+    assert "before its first run widened by the model's miss at its nearest training contexts" in (
+        band.calibrated_for
+    )
+    # from its first run on, its own runs say how far off it is (``own_miss``)
+    run = pd.DataFrame([{**ctx, "scale_out": 4, "runtime_s": float(band.mean[1])}])
+    assert "nearest training contexts" not in model.finetune(run).band(ctx, [2, 4, 8, 12], 0.9).calibrated_for
 
 
 def test_before_its_first_run_a_context_lacking_a_property_is_as_uncertain_as_its_job_without_it(
