@@ -4,8 +4,8 @@ state and calls ``compose_band``; docs/model.md, "Uncertainty" and "Contexts unl
 The band is the prediction's curve(s) in log seconds plus the log offsets of the calibration tables
 that answer for the context (``band_sources``, ``quantiles``), widened past the edges of the known
 scale-outs (``past_edge_offsets``), spanning the guesses no run compared (``spanned_curves``), widened
-where a context from elsewhere has too few runs to tell (``own_miss``, ``missing_widening``) and
-narrowed to the run-to-run noise where it has run (``at_runs_narrowing``)."""
+where a context from elsewhere has too few runs to tell (``edge_miss``, ``own_miss``,
+``missing_widening``) and narrowed to the run-to-run noise where it has run (``at_runs_narrowing``)."""
 
 from __future__ import annotations
 
