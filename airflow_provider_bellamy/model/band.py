@@ -632,20 +632,28 @@ def edge_miss(model: RuntimeModel, ctx: dict[str, str | float]) -> tuple[float, 
     their mean log runtime's mean miss over the scale-outs each ran at, averaged."""
     curves = model.metadata.get("curves") or {}
     grid = [int(n) for n in curves.get("scale_outs", [])]
-    same = [c for c in curves.get("contexts", []) if c["context"].get("job_type") == ctx.get("job_type")]
+    same = [
+        (i, c)
+        for i, c in enumerate(curves.get("contexts", []))
+        if c["context"].get("job_type") == ctx.get("job_type")
+    ]
     if not same:
         return 0.0, 0.0
-    distances = job_distances(ctx, same, model._nearest_names(ctx))
+    distances = job_distances(ctx, [c for _, c in same], model._nearest_names(ctx))
     nearest = min(distances)
     misses = []
-    for entry, distance in zip(same, distances, strict=True):
-        observed = [(n, v) for n, v in zip(grid, entry["log_runtime"], strict=True) if v is not None]
-        if distance > nearest or not observed:
+    for (i, entry), distance in zip(same, distances, strict=True):
+        if distance > nearest:
             continue
-        other = model._normalise(entry["context"])
-        ns = scale_out_array([n for n, _ in observed])
-        _, mean = model._log_curves(other, ns, signals(model.metadata["domain"], other))
-        misses.append(float(np.mean([v for _, v in observed] - mean)))
+        if i not in model._edge_misses:
+            # (the untuned model's miss of a training context: the same for every copy and context)
+            observed = [(n, v) for n, v in zip(grid, entry["log_runtime"], strict=True) if v is not None]
+            other = model._normalise(entry["context"])
+            ns = scale_out_array([n for n, _ in observed])
+            _, mean = model._log_curves(other, ns, signals(model.metadata["domain"], other))
+            model._edge_misses[i] = float(np.mean([v for _, v in observed] - mean)) if observed else math.nan
+        if math.isfinite(model._edge_misses[i]):
+            misses.append(model._edge_misses[i])
     if not misses:
         return 0.0, 0.0
     miss = float(np.mean(misses))

@@ -618,7 +618,7 @@ def _biased_tables(model: RuntimeModel, shift: float) -> RuntimeModel:
 
 def _answering(model: RuntimeModel, band: Any) -> Calibration:
     """The extrapolation calibration that answered for ``band`` (one kind)."""
-    kind = band.calibrated_for.removeprefix("contexts held out whole (").removesuffix(")")
+    kind = band.calibrated_for.removeprefix("contexts held out whole (").split(")")[0]
     assert model.calibration.extrapolation is not None
     return model.calibration.answering(model.calibration.extrapolation.tables[kind])
 
@@ -626,7 +626,7 @@ def _answering(model: RuntimeModel, band: Any) -> Calibration:
 def _widening(model: RuntimeModel, band: Any) -> float:
     """What the answering tables (one kind) were multiplied by: the distance beyond the one their
     held-out contexts lay at (numeric tables: the whole distance)."""
-    kind = band.calibrated_for.removeprefix("contexts held out whole (").removesuffix(")")
+    kind = band.calibrated_for.removeprefix("contexts held out whole (").split(")")[0]
     assert model.calibration.extrapolation is not None
     reference = model.calibration.extrapolation.held_out_distance[kind] if kind == "categorical" else 1.0
     return max(1.0, band.extrapolation.distance_scale / reference)
