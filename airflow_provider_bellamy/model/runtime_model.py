@@ -928,8 +928,9 @@ class RuntimeModel:
         the distance the tables' held-out contexts lay at (``DistanceWidening``); until it has
         checks of its own, the miss its tuned curve keeps at its runs is added on that side
         (``band.own_miss``), and before its first run, for a context outside by its numbers
-        alone, the model's miss at its nearest training contexts (``band.edge_miss``). A confidence above what the tables' residuals can resolve is capped
-        (``Band.confidence``). The steps: model/band.py (``compose_band``).
+        alone, the model's miss at its nearest training contexts (``band.edge_miss``). A
+        confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
+        The steps: model/band.py (``compose_band``).
         """
         requested = validate_confidence(confidence)
         ctx = self._normalise(context)
