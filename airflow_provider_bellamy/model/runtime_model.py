@@ -143,6 +143,9 @@ class RuntimeModel:
         self._missing_cache: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
         self._trained_scale_outs: dict[str, tuple[int, ...]] = {}
         self._edge_tables: dict[str, tuple[EdgeMisses | None, EdgeMisses | None]] = {}
+        # the untuned model's mean log miss of each training context's runs (band.edge_miss), by
+        # its place in metadata["curves"]
+        self._edge_misses: dict[int, float] = {}
         self._distance_cache: dict[str, float | None] = {}
         self._unseen_view: RuntimeModel | None = None
 
@@ -227,6 +230,7 @@ class RuntimeModel:
         copy._missing_cache = self._missing_cache  # (untuned predictions of training contexts)
         copy._trained_scale_outs = self._trained_scale_outs
         copy._edge_tables = self._edge_tables
+        copy._edge_misses = self._edge_misses
         # (read from the schema and the training curves alone, which a copy shares: not the tuning)
         copy._distance_cache = self._distance_cache
         return copy
@@ -923,8 +927,10 @@ class RuntimeModel:
         range), symmetric about the prediction and multiplied by its ``distance_scale`` beyond
         the distance the tables' held-out contexts lay at (``DistanceWidening``); until it has
         checks of its own, the miss its tuned curve keeps at its runs is added on that side
-        (``band.own_miss``). A confidence above what the tables' residuals can resolve is capped
-        (``Band.confidence``). The steps: model/band.py (``compose_band``).
+        (``band.own_miss``), and before its first run, for a context outside by its numbers
+        alone, the model's miss at its nearest training contexts (``band.edge_miss``). A
+        confidence above what the tables' residuals can resolve is capped (``Band.confidence``).
+        The steps: model/band.py (``compose_band``).
         """
         requested = validate_confidence(confidence)
         ctx = self._normalise(context)
