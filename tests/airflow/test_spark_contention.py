@@ -23,7 +23,7 @@ import pytest
 from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, cluster_mode_python, spark_job
+from tests.fixtures.spark import LOOPBACK_CONTEXT, cluster_mode_python, count_hook_builds, spark_job
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -196,6 +196,7 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
         ),
     )
     _seed(bellamy_store)
+    seen = count_hook_builds(monkeypatch)
     drivers_before = {
         d["id"] for d in cluster.status()["completeddrivers"] + cluster.status()["activedrivers"]
     }
@@ -244,3 +245,8 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
         d for d in bellamy_store.list_decisions("grep", limit=None) if d["id"] == decision["decision_id"]
     )
     assert stored["run_row_id"] == run["id"]
+
+    # One hook per try, the retry's own (not the first try's, which followed its spark-submit):
+    # each try looks the connection up to build it, and once for the master's web UI.
+    assert seen.hooks == 2, seen
+    assert seen.lookups == {"spark_durable": 4}, seen
