@@ -66,6 +66,17 @@ class JobEndpointUnreachableError(BellamyError):
         super().__init__(f"REST endpoint {self.url} is unreachable: {self.reason}")
 
 
+class JobAnswerUnparsedError(JobEndpointUnreachableError):
+    """A job status endpoint answered, but not with a status that parses (a proxy's page in place
+    of a restarting master's JSON, an object of another shape). A wait treats it as unreachable,
+    for the same grace: the endpoint may answer well again in a moment."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(url, reason)
+        # the reason names the endpoint and the answer already (hooks.job.unparsed_answer_note)
+        self.args = (self.reason,)
+
+
 _JOB_LABELS = {
     "flink": "Flink job",
     "spark": "Spark job",

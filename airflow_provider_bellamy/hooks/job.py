@@ -25,12 +25,14 @@ from airflow.sdk import BaseHook
 
 from airflow_provider_bellamy.exceptions import (
     InvalidInputError,
+    JobAnswerUnparsedError,
     JobEndpointUnreachableError,
     UnknownJobIdError,
 )
 from airflow_provider_bellamy.hooks.job_status import (
     JobStatus,
     Response,
+    StatusSteps,
     status_steps,
     validate_endpoint,
     validate_kind,
@@ -73,6 +75,28 @@ def unparsed_answer_note(where: str, exc: BaseException) -> str:
     return f"{where} answered figures that do not parse ({type(exc).__name__}: {str(exc)[:200]})"
 
 
+def _status_read(kind: str, job_id: str, endpoint: str, where: str) -> StatusSteps:
+    """``status_steps``, with an answer whose structure does not parse raised as
+    ``JobAnswerUnparsedError`` naming the answer: every wait (the trigger, ``wait_until_terminal``,
+    the sensor) then treats it as it treats an unreachable endpoint, instead of failing on a
+    ``KeyError`` traceback. A bad id of ours (``InvalidInputError``) is raised as it is."""
+    steps = status_steps(kind, job_id, endpoint)
+    answer: Any = None
+    try:
+        path = next(steps)
+        while True:
+            response = yield path
+            answer = response[1]
+            path = steps.send(response)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    except InvalidInputError:
+        raise
+    except UNPARSED_ANSWER_ERRORS as exc:
+        note = unparsed_answer_note(where, exc)
+        raise JobAnswerUnparsedError(endpoint, f"{note}; the answer: {str(answer)[:200]}") from exc
+
+
 def _decode(response: Any) -> Any:
     """The one decoder of every answer: JSON when it parses, else the text, None when empty."""
     try:
@@ -107,9 +131,10 @@ def wait_until_terminal(
 
     ``TimeoutError`` ("<what> still <state> after <timeout_s> s") when ``timeout_s`` runs out
     first; the job itself is left alone. ``log`` gets a line each time the state changes.
-    An endpoint that stops answering (``JobEndpointUnreachableError``) is asked again until it
-    has been unreachable for ``unreachable_grace_s``, as ``JobStatusTrigger`` does: a
-    JobManager restarting or a dropped connection must not fail a task whose job runs on.
+    An endpoint that stops answering (``JobEndpointUnreachableError``), or answers something
+    that is no status (``JobAnswerUnparsedError``, a proxy's page while a master restarts), is
+    asked again until it has done so for ``unreachable_grace_s``, as ``BellamyJobTrigger`` does:
+    a JobManager restarting or a dropped connection must not fail a task whose job runs on.
     """
     deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
     last_state = None
@@ -198,8 +223,8 @@ class JobStatusHook(BaseHook):
                 return done.value  # type: ignore[no-any-return]
 
     def get_status(self, job_id: str) -> JobStatus:
-        """The job's status now."""
-        return self.drive(status_steps(self.kind, job_id, self.endpoint))
+        """The job's status now (``JobAnswerUnparsedError`` for an answer that is not one)."""
+        return self.drive(_status_read(self.kind, job_id, self.endpoint, self.where))
 
     def wait_for_status(
         self,
@@ -304,5 +329,6 @@ class JobStatusHook(BaseHook):
             return done.value  # type: ignore[no-any-return]
 
     async def a_get_status(self, job_id: str) -> JobStatus:
-        """The job's status now, without blocking the event loop."""
-        return await self.a_drive(status_steps(self.kind, job_id, self.endpoint))
+        """The job's status now, without blocking the event loop (``JobAnswerUnparsedError`` for
+        an answer that is not one)."""
+        return await self.a_drive(_status_read(self.kind, job_id, self.endpoint, self.where))

@@ -44,6 +44,7 @@ class BellamySparkSubmitHook(SparkSubmitHook):
     bellamy_driver_id: str | None = None
     bellamy_log_tail: deque[str] | None = None
     bellamy_secrets: list[str] | None = None
+    _bellamy_webui: str | None = None
 
     @classmethod
     def adopt(cls, hook: SparkSubmitHook) -> BellamySparkSubmitHook:
@@ -54,6 +55,24 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         """
         hook.__class__ = cls
         return hook  # type: ignore[return-value]
+
+    def set_executors(
+        self,
+        *,
+        conf: dict[str, Any],
+        num_executors: int | None,
+        total_executor_cores: int | None,
+        executor_cores: int | None,
+    ) -> None:
+        """The sized executors and conf, set on a hook already built (sizing needs its master).
+
+        The provider's constructor only stores these (``_build_spark_submit_command`` reads them),
+        so setting them is what building the hook again with them would do, without a second
+        connection lookup."""
+        self._conf = conf
+        self._num_executors = num_executors
+        self._total_executor_cores = total_executor_cores
+        self._executor_cores = executor_cores
 
     def bellamy_detach(self) -> None:
         """Return once spark-submit has handed a cluster-mode driver to a standalone master.
@@ -117,16 +136,26 @@ class BellamySparkSubmitHook(SparkSubmitHook):
     # -- what the cluster reports -----------------------------------------------------------------
 
     def master_webui(self) -> str:
-        """A standalone master's web UI: the connection's ``master-webui`` extra, else host:8080."""
+        """A standalone master's web UI: the connection's ``master-webui`` extra, else host:8080.
+
+        Read once per hook (it is asked before the launch, while the application runs and after
+        it): each read is a connection lookup, maybe a secrets backend's round trip. A lookup that
+        failed is not kept, so a later call asks again."""
+        if self._bellamy_webui is not None:
+            return self._bellamy_webui
         try:
             conn_extra = self.get_connection(self._conn_id).extra_dejson or {}
         except Exception:
-            conn_extra = {}
-        web = conn_extra.get("master-webui") or conn_extra.get("master_webui")
+            conn_extra = None
+        web = (conn_extra or {}).get("master-webui") or (conn_extra or {}).get("master_webui")
         if web:
-            return validate_endpoint(web, f"connection {self._conn_id!r} extra master-webui")
-        host = str(self._connection["master"]).replace("spark://", "").split(",")[0].rsplit(":", 1)[0]
-        return f"http://{host}:8080"
+            url = validate_endpoint(web, f"connection {self._conn_id!r} extra master-webui")
+        else:
+            host = str(self._connection["master"]).replace("spark://", "").split(",")[0].rsplit(":", 1)[0]
+            url = f"http://{host}:8080"
+        if conn_extra is not None:
+            self._bellamy_webui = url
+        return url
 
     def master_status_hook(self, timeout_s: float = 5.0) -> JobStatusHook:
         """The standalone master's ``/json/`` endpoint."""

@@ -196,16 +196,27 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         """A standalone master's web UI (the connection's ``master-webui`` extra), checked before
         sizing: it is read while and after the job runs, where a bad URL would fail the task of a
         job that ran (and store a decision for it)."""
-        hook = self._get_hook()
+        hook = self._launch_hook()
         if master_kind(str(hook._connection["master"])) == "standalone":
             hook.master_webui()
 
     def _get_hook(self) -> BellamySparkSubmitHook:
         return BellamySparkSubmitHook.adopt(super()._get_hook())
 
+    def _launch_hook(self) -> BellamySparkSubmitHook:
+        """The one hook of this launch, built on first use (after the arguments are rendered: the
+        hook takes them when built). Every step of a launch reads and sizes this hook: each build
+        looks the connection up and parses it again (and writes a keytab file when the connection
+        carries one). The provider's own steps (``execute``, ``_backend``) reuse ``self._hook``."""
+        if self._hook is None:
+            self._hook = self._get_hook()
+        hook = self._hook
+        assert isinstance(hook, BellamySparkSubmitHook)
+        return hook
+
     def _apply_size(self, scale_out: int) -> dict[str, Any]:
-        probe = self._get_hook()
-        settings = executor_settings(probe._connection["master"], scale_out, self.executor_cores_per_executor)
+        hook = self._launch_hook()
+        settings = executor_settings(hook._connection["master"], scale_out, self.executor_cores_per_executor)
         self._num_executors = settings.get("num_executors")
         self._total_executor_cores = settings.get("total_executor_cores")
         self._executor_cores = settings.get("executor_cores", self._executor_cores)
@@ -215,12 +226,16 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             if key == "spark.executor.instances" or key not in conf:
                 conf[key] = value
         self.conf = conf
-        hook = self._get_hook()
+        hook.set_executors(
+            conf=conf,
+            num_executors=self._num_executors,
+            total_executor_cores=self._total_executor_cores,
+            executor_cores=self._executor_cores,
+        )
         if not self.wait_for_completion:
             hook.bellamy_detach()
         if settings["kind"] == "local":
             hook._connection["master"] = settings["master"]
-        self._hook = hook
         return settings
 
     def prepare_launch(self, context: Context) -> tuple[Any, Any, Any, dict[str, Any], list[str]]:
@@ -233,9 +248,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         self._check_master_webui()
         decision, target, facade = self.size_for_launch(context)
         settings = self._apply_size(int(decision.chosen_scale_out))
-        hook = self._hook
-        assert hook is not None
-        command = self._masked_command(hook)
+        command = self._masked_command(self._launch_hook())
         return decision, target, facade, settings, command
 
     def _prepare_and_publish(self, context: Context) -> tuple[Any, Any, dict[str, Any], list[str]]:
@@ -297,9 +310,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         if earlier is not None:
             decision = dict(earlier["decision"])
             settings = self._apply_size(int(decision["chosen_scale_out"]))
-            hook = self._hook
-            assert hook is not None
-            command = self._masked_command(hook)
+            command = self._masked_command(self._launch_hook())
             decision["reused_from_try"] = earlier.get("try_number")
             self._publish(context, decision, command)
             self.log.info(
@@ -317,13 +328,14 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         return decision, facade, settings, False
 
     def execute(self, context: Context) -> dict[str, Any] | None:
+        # a try's hook holds its spark-submit's process, ids and log: never an earlier try's
+        self._hook = None
         self._read_rendered_arguments()
         if not self.wait_for_completion:
             return self._submit_detached(context)
         decision, facade, settings, reattached = self._launch(context)
         scale_out = int(decision["chosen_scale_out"])
-        hook = self._hook
-        assert isinstance(hook, BellamySparkSubmitHook)
+        hook = self._launch_hook()
         ti = context["ti"]
         durable = bool(hook._should_track_driver_status)
         self.log.info(
@@ -407,8 +419,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         from airflow_provider_bellamy.callbacks import already_stored, leave_to_retry
 
         ti = context["ti"]
-        hook = self._hook
-        assert isinstance(hook, BellamySparkSubmitHook)
+        hook = self._launch_hook()
         store = context.get("task_state_store")
         driver_id = (store.get(self.external_id_key) if store is not None else None) or getattr(
             hook, "_driver_id", None
@@ -477,7 +488,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         """Size, submit in cluster deploy mode and return the driver id without waiting."""
 
         # Checked before sizing, so a wrong connection stores no decision that never launches.
-        master = str(self._get_hook()._connection["master"])
+        master = str(self._launch_hook()._connection["master"])
         if master_kind(master) != "standalone":
             raise InvalidInputError(
                 "master",
@@ -487,8 +498,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             )
         decision, _facade, settings, command = self._prepare_and_publish(context)
         scale_out = int(decision["chosen_scale_out"])
-        hook = self._hook
-        assert isinstance(hook, BellamySparkSubmitHook)
+        hook = self._launch_hook()
         self.log.info(
             "Bellamy: submitting %s with %s executor(s) to %s in cluster deploy mode (not waiting)",
             self.job_type,

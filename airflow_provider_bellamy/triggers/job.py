@@ -14,7 +14,11 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError
+from airflow_provider_bellamy.exceptions import (
+    InvalidInputError,
+    JobAnswerUnparsedError,
+    JobEndpointUnreachableError,
+)
 from airflow_provider_bellamy.hooks.job import JobStatusHook
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, JobStatus, validate_endpoint, validate_kind
 
@@ -38,8 +42,11 @@ def _parse_deadline(value: Any) -> dt.datetime | None:
 
 def error_from_event(event: dict[str, Any], endpoint: str) -> Exception:
     """The error an ``{"status": "error"}`` event of ``BellamyJobTrigger`` stands for, for the
-    task resuming from it to raise: the endpoint unreachable, or the input refused as it was
-    (field, value and problem; an event of an older trigger: its text under ``job_id``)."""
+    task resuming from it to raise: the endpoint unreachable or answering no status that parses,
+    or the input refused as it was (field, value and problem; an event of an older trigger: its
+    text under ``job_id``)."""
+    if event.get("error_type") == "unparsed":
+        return JobAnswerUnparsedError(endpoint, str(event.get("error")))
     if event.get("error_type") == "unreachable":
         return JobEndpointUnreachableError(endpoint, str(event.get("error")))
     if "field" in event:
@@ -52,11 +59,13 @@ class BellamyJobTrigger(BaseTrigger):
 
     Event payloads (JSON): ``{"status": "done", "job": <JobStatus dict>}`` when the job reached
     a terminal state (successful or not: the task decides), ``{"status": "error", "error": ...,
-    "error_type": ...}`` for an unknown job id or an endpoint that stayed unreachable, and
+    "error_type": ...}`` for an unknown job id (``invalid``), an endpoint that stayed unreachable
+    (``unreachable``) or kept answering something that is no status (``unparsed``), and
     ``{"status": "timeout", "job": <last status or None>}`` past ``deadline_at`` (ISO 8601).
 
-    :param unreachable_grace_s: how long the endpoint may stay unreachable before giving up
-        (a JobManager restarting for a few seconds should not fail a long wait).
+    :param unreachable_grace_s: how long the endpoint may stay unreachable, or answer no status
+        that parses, before giving up (a JobManager restarting for a few seconds, or a proxy's
+        page while it does, should not fail a long wait).
     """
 
     def __init__(
@@ -116,7 +125,8 @@ class BellamyJobTrigger(BaseTrigger):
                 now = time.monotonic()
                 unreachable_since = unreachable_since or now
                 if now - unreachable_since >= self.unreachable_grace_s:
-                    yield TriggerEvent({"status": "error", "error": str(exc), "error_type": "unreachable"})
+                    error_type = "unparsed" if isinstance(exc, JobAnswerUnparsedError) else "unreachable"
+                    yield TriggerEvent({"status": "error", "error": str(exc), "error_type": error_type})
                     return
                 self.log.warning("%s (retrying for up to %s s)", exc, self.unreachable_grace_s)
             except InvalidInputError as exc:

@@ -22,8 +22,13 @@ import pytest
 
 from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
-from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, cluster_mode_python, spark_job
+from tests.fixtures.spark import (
+    LOOPBACK_CONTEXT,
+    cluster_mode_python,
+    count_hook_builds,
+    run_spark_task,
+    spark_job,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -71,7 +76,6 @@ def test_runtime_excludes_the_wait_for_cores(
     spark_standalone_conn: str,
     tmp_path: Path,
 ) -> None:
-    from airflow.sdk import DAG
 
     from tests.fixtures.spark import spark_home
 
@@ -121,24 +125,17 @@ def test_runtime_excludes_the_wait_for_cores(
         )
         releaser = threading.Thread(target=release_when_ours_waits, daemon=True)
         releaser.start()
-        with DAG(
+        dr = run_spark_task(
             "spark_contention",
-            schedule=None,
-            start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
-            catchup=False,
-        ) as dag:
-            BellamySparkSubmitOperator(
-                task_id="grep",
-                conn_id=spark_standalone_conn,
-                job_type="grep",
-                properties=CONTEXT,
-                scale_outs=[1, 2],
-                target=120,
-                application=str(spark_job("grep")),
-                application_args=["--lines", "20000", "--partitions", "2"],
-                executor_memory="512m",
-            )
-        dr = run_dag_test(dag)
+            conn_id=spark_standalone_conn,
+            job_type="grep",
+            properties=CONTEXT,
+            scale_outs=[1, 2],
+            target=120,
+            application=str(spark_job("grep")),
+            application_args=["--lines", "20000", "--partitions", "2"],
+            executor_memory="512m",
+        )
         releaser.join(timeout=60)
     finally:
         release.write_text("go")
@@ -179,7 +176,6 @@ class _WorkerLostOnFirstTry(BellamySparkSubmitOperator):
 def test_durable_retry_reattaches_with_its_decision_and_records_once(
     airflow_db: str, bellamy_store: Any, spark_standalone: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow.sdk import DAG
 
     cluster = spark_standalone
     monkeypatch.setenv(
@@ -196,28 +192,23 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
         ),
     )
     _seed(bellamy_store)
+    seen = count_hook_builds(monkeypatch)
     drivers_before = {
         d["id"] for d in cluster.status()["completeddrivers"] + cluster.status()["activedrivers"]
     }
-    with DAG(
+    dr = run_spark_task(
         "spark_durable_retry",
-        schedule=None,
-        start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc),
-        catchup=False,
-    ) as dag:
-        _WorkerLostOnFirstTry(
-            task_id="grep",
-            conn_id="spark_durable",
-            job_type="grep",
-            properties=CONTEXT,
-            scale_outs=[1, 2],
-            target=120,
-            **cluster_mode_python(spark_job("grep"), "--lines", "20000", "--partitions", "2"),
-            status_poll_interval=1,
-            retries=1,
-            retry_delay=dt.timedelta(seconds=0),
-        )
-    dr = run_dag_test(dag)
+        operator=_WorkerLostOnFirstTry,
+        conn_id="spark_durable",
+        job_type="grep",
+        properties=CONTEXT,
+        scale_outs=[1, 2],
+        target=120,
+        **cluster_mode_python(spark_job("grep"), "--lines", "20000", "--partitions", "2"),
+        status_poll_interval=1,
+        retries=1,
+        retry_delay=dt.timedelta(seconds=0),
+    )
     assert task_states(dr) == {"grep": "success"}
 
     # One driver was submitted, by the first try; the retry reattached to it.
@@ -244,3 +235,8 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
         d for d in bellamy_store.list_decisions("grep", limit=None) if d["id"] == decision["decision_id"]
     )
     assert stored["run_row_id"] == run["id"]
+
+    # One hook per try, the retry's own (not the first try's, which followed its spark-submit):
+    # each try looks the connection up to build it, and once for the master's web UI.
+    assert seen.hooks == 2, seen
+    assert seen.lookups == {"spark_durable": 4}, seen

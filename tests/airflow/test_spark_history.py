@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fixtures.airflow import xcom_value
-from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import spark_job
+from tests.fixtures.spark import run_spark_task, spark_job
 
 
 @pytest.mark.slow
@@ -18,30 +16,23 @@ from tests.fixtures.spark import spark_job
 def test_local_run_duration_from_the_history_server(
     airflow_db: str, bellamy_store: Any, spark_local_conn: str, tmp_path: Path
 ) -> None:
-    from airflow.sdk import DAG
 
-    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
     from tests.fixtures.spark import fetch_json, start_history_server
 
     with start_history_server(tmp_path / "events", base_dir=tmp_path / "hs") as history:
-        with DAG(
+        dr = run_spark_task(
             "test_bellamy_spark_history",
-            schedule=None,
-            start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
-        ) as dag:
-            BellamySparkSubmitOperator(
-                task_id="wordcount",
-                conn_id=spark_local_conn,
-                job_type="wordcount",
-                properties={"machine_type": "loopback", "lines": 20000},
-                scale_outs=[1, 2],
-                default_scale_out=2,
-                application=str(spark_job("wordcount")),
-                application_args=["--lines", "20000", "--partitions", "4"],
-                conf=history.spark_conf(),
-                history_server_url=history.url,
-            )
-        dr = run_dag_test(dag)
+            task_id="wordcount",
+            conn_id=spark_local_conn,
+            job_type="wordcount",
+            properties={"machine_type": "loopback", "lines": 20000},
+            scale_outs=[1, 2],
+            default_scale_out=2,
+            application=str(spark_job("wordcount")),
+            application_args=["--lines", "20000", "--partitions", "4"],
+            conf=history.spark_conf(),
+            history_server_url=history.url,
+        )
         result = xcom_value(dr, "wordcount")
         assert result["app_id"].startswith("local-")
         assert result["runtime_source"] == f"history server ({result['app_id']})"

@@ -14,8 +14,8 @@ import pytest
 from airflow_provider_bellamy.hooks.spark_timing import WALL_TIME_IN_CLUSTER_MODE
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.http import json_server
+from tests.fixtures.spark import SIMULATED_CONTEXT, SIMULATED_TASK, run_spark_task
 
-CONTEXT = {"machine_type": "emr-m5", "cores": 4, "data_size_mb": 512.0}
 APP_ID = "app-20261124200000-0000"
 SUBMIT_S = 0.3  # spark-submit's own wall time in these tests
 GOOD_ATTEMPT = {
@@ -91,10 +91,6 @@ def test_unreadable_figures_after_a_successful_job_fall_back_to_the_next_source(
     airflow_db: str, bellamy_store: Any, monkeypatch: pytest.MonkeyPatch, cluster: dict[str, Any], case: str
 ) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    from airflow.sdk import DAG
-
-    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
-    from tests.fixtures.airflow_db import run_dag_test
 
     attempt, master_app, runtime, source, passed_over = CASES[case]
     standalone = master_app is not None
@@ -122,22 +118,14 @@ def test_unreadable_figures_after_a_successful_job_fall_back_to_the_next_source(
         time.sleep(SUBMIT_S)
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", spark_submit)
-    with DAG(
-        "test_spark_observe_faults", schedule=None, start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
-    ) as dag:
-        BellamySparkSubmitOperator(
-            task_id="grep",
-            conn_id="spark_fake",
-            application="job.py",
-            job_type="etl",
-            properties=CONTEXT,
-            scale_outs=[2, 4],
-            default_scale_out=2,
-            history_server_url=cluster["url"] if attempt is not None else None,
-            retries=1,
-            retry_delay=dt.timedelta(seconds=0),
-        )
-    dr = run_dag_test(dag)
+    dr = run_spark_task(
+        "test_spark_observe_faults",
+        conn_id="spark_fake",
+        **SIMULATED_TASK,
+        history_server_url=cluster["url"] if attempt is not None else None,
+        retries=1,
+        retry_delay=dt.timedelta(seconds=0),
+    )
     assert task_states(dr) == {"grep": "success"}
     assert submits["n"] == 1  # the job ran once: no retry re-ran it
     if attempt is not None:  # asked once: an answer that reads, or one that never will
@@ -261,14 +249,14 @@ def test_a_driver_an_earlier_try_recorded_is_this_trys_row_too(bellamy_store: An
         framework="spark",
         scale_out=2,
         runtime_s=40.0,
-        context=CONTEXT,
+        context=SIMULATED_CONTEXT,
         external_id="driver-1",
     )
     hook = BellamySparkSubmitHook.__new__(BellamySparkSubmitHook)
     hook._driver_id = "driver-1"
     hook.driver_status = lambda driver, unread=None: None  # type: ignore[method-assign]
     operator = BellamySparkSubmitOperator(
-        task_id="t", application="job.py", job_type="etl", properties=CONTEXT, scale_outs=[2]
+        task_id="t", application="job.py", job_type="etl", properties=SIMULATED_CONTEXT, scale_outs=[2]
     )
     operator._hook = hook
     ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=2)
@@ -376,30 +364,17 @@ def test_spark_submits_wall_time_in_cluster_deploy_mode_is_kept_out_of_training(
     besides the job. The run is stored and linked as before, with the reason it is not trained
     on; a client-mode driver's wall time is trained on as before."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    from airflow.sdk import DAG
 
-    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
     from airflow_provider_bellamy.records import successful_runs
-    from tests.fixtures.airflow_db import run_dag_test
 
     conn = connection_json("spark", host="yarn", extra={"deploy-mode": deploy_mode})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", conn)
     monkeypatch.setattr(SparkSubmitOperator, "execute", lambda self, context: time.sleep(SUBMIT_S))
-    with DAG(
+    dr = run_spark_task(
         "test_spark_cluster_mode_wall_time",
-        schedule=None,
-        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
-    ) as dag:
-        BellamySparkSubmitOperator(
-            task_id="grep",
-            conn_id="spark_yarn",
-            application="job.py",
-            job_type="etl",
-            properties=CONTEXT,
-            scale_outs=[2, 4],
-            default_scale_out=2,
-        )
-    dr = run_dag_test(dag)
+        conn_id="spark_yarn",
+        **SIMULATED_TASK,
+    )
     assert task_states(dr) == {"grep": "success"}
     result = xcom_value(dr, "grep")
     (run,) = bellamy_store.list_runs("etl", limit=None)

@@ -18,7 +18,7 @@ from airflow_provider_bellamy.operators.spark import (
 )
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, spark_job
+from tests.fixtures.spark import LOOPBACK_CONTEXT, count_hook_builds, spark_job
 
 CONTEXT = LOOPBACK_CONTEXT
 
@@ -225,3 +225,51 @@ def test_a_launch_parses_its_sizing_arguments_once_and_records_with_them(
     assert (
         len(run) == 1 and run[0]["decision_id"] == xcom_value(dr, "grep", "bellamy_decision")["decision_id"]
     )
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_launch_builds_one_hook_and_reads_its_connection_once(
+    airflow_db: str,
+    bellamy_store: Any,
+    spark_local_conn: str,
+    spark_standalone_conn: str,
+    spark_standalone: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Checking the master, sizing, submitting and reading the runtime back share one hook: one
+    connection lookup to build it, and one for the standalone master's web UI extra."""
+    from airflow.sdk import DAG
+
+    _seed(bellamy_store)
+    seen = count_hook_builds(monkeypatch)
+    common: dict[str, Any] = {
+        "job_type": "grep",
+        "properties": CONTEXT,
+        "scale_outs": [1, 2],
+        "target": 120,
+        "application": str(spark_job("grep")),
+        "application_args": ["--lines", "20000", "--partitions", "2"],
+    }
+    with DAG(
+        "test_bellamy_one_hook",
+        schedule=None,
+        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+    ) as dag:
+        local = BellamySparkSubmitOperator(task_id="local_grep", conn_id=spark_local_conn, **common)
+        standalone = BellamySparkSubmitOperator(
+            task_id="standalone_grep", conn_id=spark_standalone_conn, **common
+        )
+        local >> standalone
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"local_grep": "success", "standalone_grep": "success"}
+    assert seen.hooks == 2, seen  # one per launch
+    assert seen.lookups == {spark_local_conn: 1, spark_standalone_conn: 2}, seen
+    # the one hook was sized: the command it ran and the row it recorded say so
+    cmd = xcom_value(dr, "local_grep", "spark_submit_command")
+    assert cmd[cmd.index("--master") + 1] == "local[2]"
+    cmd = xcom_value(dr, "standalone_grep", "spark_submit_command")
+    assert cmd[cmd.index("--total-executor-cores") + 1] == "2"
+    runs = {r["task_id"]: r for r in bellamy_store.list_runs("grep", source="observed", limit=None)}
+    assert runs["standalone_grep"]["external_id"].startswith("app-")
+    assert xcom_value(dr, "standalone_grep")["runtime_source"].startswith("standalone master")

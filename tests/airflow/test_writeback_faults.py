@@ -3,15 +3,13 @@ writes the job's own figures for the try, never the task's wall time."""
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from typing import Any
 
 import pytest
 
 from tests.fixtures.airflow import connection_json, task_states
-
-CONTEXT = {"machine_type": "emr-m5", "cores": 4, "data_size_mb": 512.0}
+from tests.fixtures.spark import SIMULATED_TASK, run_spark_task
 
 
 @pytest.mark.slow
@@ -20,15 +18,12 @@ def test_a_failed_write_back_is_retried_with_the_jobs_own_figures(
     airflow_db: str, bellamy_store: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, fault: str
 ) -> None:
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    from airflow.sdk import DAG
 
     from airflow_provider_bellamy.callbacks import record_runtime
     from airflow_provider_bellamy.exceptions import StoreError
     from airflow_provider_bellamy.facade import Bellamy
     from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
     from airflow_provider_bellamy.hooks.spark_timing import ObservedRun
-    from airflow_provider_bellamy.operators.spark import BellamySparkSubmitOperator
-    from tests.fixtures.airflow_db import run_dag_test
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_FAKE", connection_json("spark", host="local[1]", extra={}))
     # the operator's store under its own connection; bellamy_default (a callback's default) elsewhere
@@ -76,21 +71,13 @@ def test_a_failed_write_back_is_retried_with_the_jobs_own_figures(
 
         monkeypatch.setattr(BellamyHook, "get_facade", get_facade)
 
-    with DAG(
-        "test_writeback_fault", schedule=None, start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
-    ) as dag:
-        BellamySparkSubmitOperator(
-            task_id="grep",
-            conn_id="spark_fake",
-            application="job.py",
-            job_type="etl",
-            properties=CONTEXT,
-            scale_outs=[2, 4],
-            default_scale_out=2,
-            bellamy_conn_id="bellamy_ops",
-            on_success_callback=record_runtime if fault.endswith("callback") else None,
-        )
-    dr = run_dag_test(dag)
+    dr = run_spark_task(
+        "test_writeback_fault",
+        conn_id="spark_fake",
+        **SIMULATED_TASK,
+        bellamy_conn_id="bellamy_ops",
+        on_success_callback=record_runtime if fault.endswith("callback") else None,
+    )
     assert task_states(dr) == {"grep": "success"}
     assert calls["n"] == (3 if fault == "store not opened" else 2)  # failed once, then retried
 
