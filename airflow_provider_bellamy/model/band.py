@@ -100,7 +100,7 @@ def compose_band(
     sources, calibrated_for, outside = band_sources(model, ext)
     honoured = min([requested, *(max_confidence(cal, k, environment) for cal, _ in sources)])
     lo_q, hi_q = table_offsets(
-        model, sources, ext, k, honoured, ns, environment, observed, tuned, outside, job
+        model, sources, ext, k, honoured, ns, environment, observed, tuned, outside, job, ctx
     )
     spanned = unpaired_scale_outs(ns, observed, outside)
     beyond = below = None
@@ -274,6 +274,7 @@ def table_offsets(
     tuned: bool,
     outside: bool,
     job: str,
+    ctx: dict[str, str | float],
 ) -> tuple[np.ndarray, np.ndarray]:
     """The band's lower and upper log offsets from the calibrations that answer (``band_sources``):
     each source's ``quantiles``, grown with the context's distance where it lies ``outside`` the
@@ -298,6 +299,7 @@ def table_offsets(
                 job_type=job,
                 guess=widening.untuned_only,
                 settles=widening.settles,
+                spread=(1.0, 1.0) if outside else model.level_spread(cal, ctx),
             )
         )
     # the widest bound of the calibrations that answer
@@ -322,6 +324,7 @@ def quantiles(
     job_type: str | None = None,
     guess: bool = False,
     settles: bool = False,
+    spread: tuple[float, float] = (1.0, 1.0),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
     sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
@@ -332,8 +335,12 @@ def quantiles(
     Gaussian that widens with the distance until its first run: ``DistanceWidening.untuned_only``),
     which a tuned context's runs leave only the shape's part of (``_guess_profile``).
     ``settles``: the distance widens the source only until the context's first run, above the
-    training data's smallest scale-outs (``DistanceWidening.settles``)."""
-    lo_q, hi_q = residual_quantiles(calibration, k, confidence, ns, environment, observed, job_type=job_type)
+    training data's smallest scale-outs (``DistanceWidening.settles``). ``spread``: the context's
+    level spread (below, above) its offsets and its checks' prior are multiplied by (inside the
+    training data: ``RuntimeModel.level_spread``; (1, 1) outside)."""
+    lo_q, hi_q = residual_quantiles(
+        calibration, k, confidence, ns, environment, observed, job_type=job_type, spread=spread
+    )
     # The uncalibrated guess of a tuned context outside: the part its runs leave, growing with
     # the distance from them (_guess_profile). (The Gaussian of a new value of a property that
     # never varied stands beside tables at every k, for an error nothing measured: left whole.)
@@ -361,7 +368,7 @@ def quantiles(
         # no residual measured. Its PRIOR_CHECKS / d² pseudo-residuals keep the squared
         # error the tables measured (PRIOR_CHECKS × their scale²), so a far context's own
         # runs decide its band as soon as it has a few (inside: d = 1, unchanged).
-        prior = table_scale(calibration, k - 1, environment, job_type) * distance_scale
+        prior = table_scale(calibration, k - 1, environment, job_type, spread) * distance_scale
         if 0 < prior < math.inf:
             far = distance_scale if prior_distance is None else prior_distance
             weight = PRIOR_CHECKS / far**2
