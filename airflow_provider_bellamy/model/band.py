@@ -283,10 +283,19 @@ def table_offsets(
     for cal, widening in sources:
         scale = widening.factor(ext.distance_scale, k) if outside else 1.0
         weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
-        bounds.append(
+        answering = [(cal, (1.0, 1.0))]
+        levelled = None if outside or cal.tables is None else cal.tables.levelled
+        if levelled is not None:
+            # The contexts predicted slowest spill more than the pooled tables say (their errors'
+            # spread grows with the level): their tables of residuals divided by σ(level), times
+            # the context's σ, answer too. Only ever wider: σ < 1 (a fast context) would narrow
+            # a band the pooled tables had right, so the pooled one stands beside it.
+            source = cal.answering(levelled, cal.groups)
+            answering.append((source, model.level_spread(source, ctx)))
+        bounds.extend(
             quantiles(
                 model,
-                cal,
+                source,
                 k,
                 honoured,
                 ns,
@@ -299,8 +308,9 @@ def table_offsets(
                 job_type=job,
                 guess=widening.untuned_only,
                 settles=widening.settles,
-                spread=(1.0, 1.0) if outside else model.level_spread(cal, ctx),
+                spread=spread,
             )
+            for source, spread in answering
         )
     # the widest bound of the calibrations that answer
     lo_q = np.minimum.reduce([lo for lo, _ in bounds])
@@ -336,8 +346,8 @@ def quantiles(
     which a tuned context's runs leave only the shape's part of (``_guess_profile``).
     ``settles``: the distance widens the source only until the context's first run, above the
     training data's smallest scale-outs (``DistanceWidening.settles``). ``spread``: the context's
-    level spread (below, above) its offsets and its checks' prior are multiplied by (inside the
-    training data: ``RuntimeModel.level_spread``; (1, 1) outside)."""
+    level spread (below, above) its offsets and its checks' prior are multiplied by (the levelled
+    tables' source: ``RuntimeModel.level_spread``; (1, 1) the pooled tables)."""
     lo_q, hi_q = residual_quantiles(
         calibration, k, confidence, ns, environment, observed, job_type=job_type, spread=spread
     )

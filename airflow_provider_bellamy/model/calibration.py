@@ -189,9 +189,13 @@ class BandTables:
     # per job type, per side (below, above): (slope ≥ 0, centre) of the spread σ = exp(slope ×
     # (level − centre)) its contexts' residuals entered the tables divided by, the level being the
     # untuned prediction's mean log seconds over ``level_scale_outs`` (``level_spreads``); the
-    # centre makes the calibration contexts' mean σ 1. Empty (a file written before it): σ = 1
+    # centre makes the calibration contexts' mean σ 1. Empty (the pooled tables): σ = 1
     level_spreads: Mapping[str, tuple[tuple[float, float], tuple[float, float]]] = field(default_factory=dict)
     level_scale_outs: tuple[float, ...] = ()
+    # the same residuals each divided by its context's σ (with the spreads): a context inside the
+    # training data reads them times its σ beside these, the wider per side (``band.table_offsets``).
+    # None: no spread measured (a file written before it: the pooled band alone)
+    levelled: BandTables | None = None
 
     def job_scale(self, job_type: str | None, k: int) -> tuple[float, float]:
         """What a band of ``job_type`` after k points multiplies the tables' negative and positive
@@ -218,6 +222,7 @@ class BandTables:
             "job_scales": {job: [list(pair) for pair in s] for job, s in self.job_scales.items()},
             "level_spreads": {job: [list(side) for side in s] for job, s in self.level_spreads.items()},
             "level_scale_outs": list(self.level_scale_outs),
+            "levelled": None if self.levelled is None else self.levelled.to_dict(),
         }
 
     @classmethod
@@ -231,6 +236,11 @@ class BandTables:
             raise ValueError(f"{where}.job_scales is not a mapping of job type to scales")
         # (optional too: a file written before the level spread has none, σ = 1)
         level_spreads, level_scale_outs = _level_spreads_of(data, where)
+        levelled = data.get("levelled") if isinstance(data, Mapping) else None
+        if levelled is not None:
+            levelled = cls.from_dict(levelled, f"{where}.levelled")
+            if not levelled.level_spreads or levelled.levelled is not None:
+                raise ValueError(f"{where}.levelled holds no level_spreads, or tables levelled again")
         return cls(
             per_k=tuple(
                 QuantileTables.from_dict(t, f"{where}.per_k[{k}]")
@@ -259,6 +269,7 @@ class BandTables:
             },
             level_spreads=level_spreads,
             level_scale_outs=level_scale_outs,
+            levelled=levelled,
         )
 
 
@@ -587,8 +598,9 @@ def calibrate(
     on the errors' size, read the heads no selection was fitted to, on the same draws of points.
 
     With ``jobs`` and no ``settings``: per job type, the spread of the untuned residuals against
-    the contexts' predicted level (``level_spreads``, on the tables' heads); each residual enters
-    the tables divided by its context's σ on its side, and the tables keep the spreads for the band.
+    the contexts' predicted level (``level_spreads``, on the tables' heads); beside the pooled
+    tables, ``BandTables.levelled`` holds the residuals each divided by its context's σ on its side,
+    with the spreads, for the band.
 
     No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
@@ -787,11 +799,15 @@ def calibrate(
                     for j, x in zip(job_of, level, strict=True)
                 ]
             )
-    tables = check_normalised_tables(
-        chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd, spread=sigma
-    )
+    tables = check_normalised_tables(chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd)
     if spreads:
-        tables = replace(tables, level_spreads=spreads, level_scale_outs=tuple(level_grid.tolist()))
+        levelled = check_normalised_tables(
+            chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd, spread=sigma
+        )
+        tables = replace(
+            tables,
+            levelled=replace(levelled, level_spreads=spreads, level_scale_outs=tuple(level_grid.tolist())),
+        )
     return Calibration(noise_sd, fine_tuning, tables)
 
 

@@ -677,9 +677,10 @@ class RuntimeModel:
 
     def level_spread(self, calibration: Calibration, ctx: dict[str, str | float]) -> tuple[float, float]:
         """The level spread σ (below, above the prediction) ``calibration``'s tables hold for
-        ``ctx`` inside the training data: its job type's, at the level of the network's untuned
-        prediction (the members' mean log seconds over the training scale-outs), as calibration
-        measured its out-of-fold contexts' ((1, 1): tables without spreads)."""
+        ``ctx`` inside the training data (``BandTables.levelled``): its job type's, at the level of
+        the network's untuned prediction (the members' mean log seconds over the training
+        scale-outs), as calibration measured its out-of-fold contexts' ((1, 1): tables without
+        spreads)."""
         tables = calibration.tables
         if tables is None or str(ctx["job_type"]) not in tables.level_spreads:
             return (1.0, 1.0)

@@ -476,10 +476,8 @@ def test_scale_outs_near_a_tuned_one_get_the_near_table_and_the_others_the_far_o
     ctx = one.iloc[0].to_dict()
     tuned = grep_model.finetune(one)
     mean, lo, hi = tuned.predict_band(ctx, [6, 12], 0.9)  # 1.5 × and 3 × the run's scale-out
-    # (times the context's level spread, as the band reads the tables: test_level_spread.py)
-    spread = grep_model.level_spread(grep_model.calibration, grep_model._normalise(ctx))
-    near = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([6]), observed=[4], spread=spread)
-    far = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([12]), observed=[4], spread=spread)
+    near = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([6]), observed=[4])
+    far = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([12]), observed=[4])
     pooled = residual_quantiles(grep_model.calibration, 1, 0.9, np.array([6, 12]))
     np.testing.assert_allclose(np.log(hi / mean), [near[1][0], far[1][0]])
     np.testing.assert_allclose(np.log(lo / mean), [near[0][0], far[0][0]])
