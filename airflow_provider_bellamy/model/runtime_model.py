@@ -684,9 +684,13 @@ class RuntimeModel:
         tables = calibration.tables
         if tables is None or str(ctx["job_type"]) not in tables.level_spreads:
             return (1.0, 1.0)
-        grid = scale_out_basis(np.asarray(tables.level_scale_outs), self._steep_floor)
-        level = float(untuned_level(self._base_h(ctx), grid).mean())
-        return tables.level_spread(str(ctx["job_type"]), level)
+        return tables.level_spread(str(ctx["job_type"]), self.untuned_level(ctx, tables.level_scale_outs))
+
+    def untuned_level(self, ctx: dict[str, str | float], scale_outs: Sequence[float]) -> float:
+        """``ctx``'s untuned predicted level: the members' mean of their curves' mean log seconds
+        over ``scale_outs`` (``calibration.untuned_level``, as calibration measures it)."""
+        grid = scale_out_basis(np.asarray(scale_outs, dtype=np.float64), self._steep_floor)
+        return float(untuned_level(self._base_h(ctx), grid).mean())
 
     def _tuned_for(self, ctx: dict[str, str | float]) -> TunedContext | None:
         return self.tuned if self.tuned is not None and ctx == self.tuned.context else None

@@ -1,12 +1,14 @@
-"""The band's spread by predicted level (session 27): residuals whose spread grows with the
-context's untuned predicted level enter the tables divided by σ(level), and the band multiplies
-its offsets back by its context's σ."""
+"""The band's spread by predicted level (sessions 27-28): residuals whose spread grows with the
+context's untuned predicted level enter tables of their own divided by σ(level); the band reads
+them times its context's σ beside the pooled tables, the wider per side (never narrower)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from airflow_provider_bellamy.model.calibration import (
@@ -19,6 +21,7 @@ from airflow_provider_bellamy.model.calibration import (
     level_spreads,
     residual_quantiles,
 )
+from airflow_provider_bellamy.model.runtime_model import RuntimeModel
 
 SMALL_MAX = 1.0  # no scale-out below: no residual in the smallest bucket's own table
 RUNS = 10
@@ -136,3 +139,74 @@ def test_the_model_file_keeps_the_spreads_and_reads_old_files() -> None:
         BandTables.from_dict(bad, "t")
     with pytest.raises(ValueError, match="level_scale_outs"):
         BandTables.from_dict(dict(data, level_scale_outs=[]), "t")
+
+
+def _grep_contexts(grep_runs: pd.DataFrame) -> list[dict[str, object]]:
+    """Every pairing of grep's machine types, input sizes and occurrence shares: each value one a
+    training context had (contexts like the training contexts), their levels spread."""
+    props = grep_runs.drop(columns=["context_id", "runtime_s", "scale_out"])
+    machines = props[["machine_type", "memory_mb"]].drop_duplicates().to_dict("records")
+    sizes = props[["data_size_mb", "lines"]].drop_duplicates().to_dict("records")
+    base = props.iloc[0].to_dict()
+    return [
+        {**base, **m, **z, "p_occurrence": float(p)}
+        for m in machines
+        for z in sizes
+        for p in sorted(props["p_occurrence"].unique())
+    ]
+
+
+def test_the_band_never_narrows_and_covers_the_slowest_third_more(
+    grep_model: RuntimeModel, grep_runs: pd.DataFrame
+) -> None:
+    """A model whose tables hold residuals spreading e^1.5-fold per log unit of level above the
+    prediction: its band at k = 0 is, per side, never narrower than the band of the pooled tables
+    alone (bit for bit where σ × the levelled tables' bound is narrower: the fastest third), and
+    covers the slowest third of new contexts more under the upper bound, where the pooled tables
+    leave it short."""
+    contexts = _grep_contexts(grep_runs)
+    grid = tuple(float(n) for n in sorted(grep_runs["scale_out"].unique()))
+    level = np.array([grep_model.untuned_level(grep_model._normalise(c), grid) for c in contexts])
+    centred = level - level.mean()
+    rng = np.random.default_rng(6)
+
+    def draw(runs: int) -> list[np.ndarray]:
+        out = []
+        for x in centred:
+            r = np.abs(rng.normal(0.0, 0.1, runs))
+            out.append(np.where(rng.random(runs) < 0.5, r * np.exp(1.5 * x), -r))
+        return out
+
+    residuals = draw(RUNS)
+    per_k, checks = _per_k(level, residuals)
+    n, jobs, envs = len(contexts), ["grep"] * len(contexts), [None] * len(contexts)
+    spreads = level_spreads(level, residuals, jobs)
+    assert spreads["grep"][1][0] > 0.5, spreads
+    sigma = np.array(
+        [BandTables((), {}, 1, 0.0, (), level_spreads=spreads).level_spread("grep", x) for x in level]
+    )
+    pooled = check_normalised_tables(per_k, checks, envs, jobs, SMALL_MAX, n, 0.05)
+    levelled = check_normalised_tables(per_k, checks, envs, jobs, SMALL_MAX, n, 0.05, spread=sigma)
+    levelled = replace(levelled, level_spreads=spreads, level_scale_outs=grid)
+
+    def band_offsets(tables: BandTables) -> tuple[np.ndarray, np.ndarray]:
+        model = copy.copy(grep_model)
+        model.calibration = replace(grep_model.calibration, tables=tables)
+        bands = [model.band(c, [8], 0.9) for c in contexts]
+        assert all(b.calibrated_for == "contexts like the training contexts" for b in bands)
+        return (
+            np.array([float(np.log(b.lower[0] / b.mean[0])) for b in bands]),
+            np.array([float(np.log(b.upper[0] / b.mean[0])) for b in bands]),
+        )
+
+    lo_pooled, hi_pooled = band_offsets(pooled)
+    lo, hi = band_offsets(replace(pooled, levelled=levelled))
+    assert np.all(hi >= hi_pooled) and np.all(lo <= lo_pooled)
+    narrower = sigma[:, 1] < 0.8  # (σ × the levelled bound then lies well inside the pooled one)
+    assert narrower.any() and np.array_equal(hi[narrower], hi_pooled[narrower])
+    new = draw(400)
+    thirds = np.array_split(np.argsort(level), 3)
+    covered = [np.mean([np.mean(new[i] <= hi[i]) for i in part]) for part in thirds]
+    covered_pooled = [np.mean([np.mean(new[i] <= hi_pooled[i]) for i in part]) for part in thirds]
+    assert covered_pooled[2] < 0.85 and covered[2] >= covered_pooled[2] + 0.05, (covered, covered_pooled)
+    assert covered[0] == covered_pooled[0] and covered[0] > 0.9, (covered, covered_pooled)
