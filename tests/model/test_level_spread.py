@@ -134,6 +134,15 @@ def test_the_model_file_keeps_the_spreads_and_reads_old_files() -> None:
     )
     old = {k: v for k, v in data.items() if k not in ("level_spreads", "level_scale_outs")}
     assert BandTables.from_dict(old, "t").level_spread("scan", 9.0) == (1.0, 1.0)
+    # the pooled tables keep the levelled ones beside them; a file without them reads the pooled alone
+    pooled = replace(tables, level_spreads={}, level_scale_outs=(), levelled=tables)
+    assert BandTables.from_dict(pooled.to_dict(), "t") == pooled
+    assert (
+        BandTables.from_dict({k: v for k, v in pooled.to_dict().items() if k != "levelled"}, "t").levelled
+        is None
+    )
+    with pytest.raises(ValueError, match=r"t\.levelled"):
+        BandTables.from_dict(dict(pooled.to_dict(), levelled=old), "t")
     bad = dict(data, level_spreads={"scan": [[-0.5, 1.0], [0.1, 2.0]]})
     with pytest.raises(ValueError, match=r"t\.level_spreads\.scan\[0\]\.slope"):
         BandTables.from_dict(bad, "t")
