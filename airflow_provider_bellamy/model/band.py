@@ -100,7 +100,7 @@ def compose_band(
     sources, calibrated_for, outside = band_sources(model, ext)
     honoured = min([requested, *(max_confidence(cal, k, environment) for cal, _ in sources)])
     lo_q, hi_q = table_offsets(
-        model, sources, ext, k, honoured, ns, environment, observed, tuned, outside, job
+        model, sources, ext, k, honoured, ns, environment, observed, tuned, outside, job, ctx
     )
     spanned = unpaired_scale_outs(ns, observed, outside)
     beyond = below = None
@@ -274,6 +274,7 @@ def table_offsets(
     tuned: bool,
     outside: bool,
     job: str,
+    ctx: dict[str, str | float],
 ) -> tuple[np.ndarray, np.ndarray]:
     """The band's lower and upper log offsets from the calibrations that answer (``band_sources``):
     each source's ``quantiles``, grown with the context's distance where it lies ``outside`` the
@@ -282,10 +283,19 @@ def table_offsets(
     for cal, widening in sources:
         scale = widening.factor(ext.distance_scale, k) if outside else 1.0
         weighed = widening.prior_distance(ext.distance_scale, k) if outside else 1.0
-        bounds.append(
+        answering = [(cal, (1.0, 1.0))]
+        levelled = None if outside or cal.tables is None else cal.tables.levelled
+        if levelled is not None:
+            # The contexts predicted slowest spill more than the pooled tables say (their errors'
+            # spread grows with the level): their tables of residuals divided by σ(level), times
+            # the context's σ, answer too. Only ever wider: σ < 1 (a fast context) would narrow
+            # a band the pooled tables had right, so the pooled one stands beside it.
+            source = cal.answering(levelled, cal.groups)
+            answering.append((source, model.level_spread(source, ctx)))
+        bounds.extend(
             quantiles(
                 model,
-                cal,
+                source,
                 k,
                 honoured,
                 ns,
@@ -298,7 +308,9 @@ def table_offsets(
                 job_type=job,
                 guess=widening.untuned_only,
                 settles=widening.settles,
+                spread=spread,
             )
+            for source, spread in answering
         )
     # the widest bound of the calibrations that answer
     lo_q = np.minimum.reduce([lo for lo, _ in bounds])
@@ -322,6 +334,7 @@ def quantiles(
     job_type: str | None = None,
     guess: bool = False,
     settles: bool = False,
+    spread: tuple[float, float] = (1.0, 1.0),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log offsets of the band from ``calibration``'s tables, widened on both
     sides by ``distance_scale`` (≥ 1: ``Extrapolation.distance_scale``) where ``outside``
@@ -332,8 +345,12 @@ def quantiles(
     Gaussian that widens with the distance until its first run: ``DistanceWidening.untuned_only``),
     which a tuned context's runs leave only the shape's part of (``_guess_profile``).
     ``settles``: the distance widens the source only until the context's first run, above the
-    training data's smallest scale-outs (``DistanceWidening.settles``)."""
-    lo_q, hi_q = residual_quantiles(calibration, k, confidence, ns, environment, observed, job_type=job_type)
+    training data's smallest scale-outs (``DistanceWidening.settles``). ``spread``: the context's
+    level spread (below, above) its offsets and its checks' prior are multiplied by (the levelled
+    tables' source: ``RuntimeModel.level_spread``; (1, 1) the pooled tables)."""
+    lo_q, hi_q = residual_quantiles(
+        calibration, k, confidence, ns, environment, observed, job_type=job_type, spread=spread
+    )
     # The uncalibrated guess of a tuned context outside: the part its runs leave, growing with
     # the distance from them (_guess_profile). (The Gaussian of a new value of a property that
     # never varied stands beside tables at every k, for an error nothing measured: left whole.)
@@ -361,7 +378,7 @@ def quantiles(
         # no residual measured. Its PRIOR_CHECKS / d² pseudo-residuals keep the squared
         # error the tables measured (PRIOR_CHECKS × their scale²), so a far context's own
         # runs decide its band as soon as it has a few (inside: d = 1, unchanged).
-        prior = table_scale(calibration, k - 1, environment, job_type) * distance_scale
+        prior = table_scale(calibration, k - 1, environment, job_type, spread) * distance_scale
         if 0 < prior < math.inf:
             far = distance_scale if prior_distance is None else prior_distance
             weight = PRIOR_CHECKS / far**2

@@ -14,7 +14,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -57,6 +57,13 @@ MIN_ENVIRONMENT_CONTEXTS = 2
 # pool's scale.
 MIN_JOB_CONTEXTS = 5
 JOB_SCALE_PRIOR_CONTEXTS = 5
+# The spread of the residuals grows with the context's predicted level (the contexts predicted
+# slowest spill more, the others are right): per job type, per side, the slope of the log mean
+# residual on the level (``level_spreads``), shrunk by the contexts it rests on as a job scale is
+LEVEL_SPREAD_PRIOR_CONTEXTS = JOB_SCALE_PRIOR_CONTEXTS
+# a context with no residual on a side counts at this share of its job type's mean there (the
+# log of 0 would decide the slope alone)
+LEVEL_SPREAD_FLOOR = 0.25
 PRIOR_SCALES = (0.25, 0.5, 1.0, 2.0)  # × the empirical prior covariance's standard deviations
 LIKELIHOOD_FACTORS = (1.0, 2.0, 4.0)
 # The residual correction's settings to choose from (see finetuning.residual_correction):
@@ -179,12 +186,31 @@ class BandTables:
     # the pooled tables' negative and positive offsets by (``job_scales``); empty for a model of one
     # job type (and in model files written before them: 1)
     job_scales: Mapping[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    # per job type, per side (below, above): (slope ≥ 0, centre) of the spread σ = exp(slope ×
+    # (level − centre)) its contexts' residuals entered the tables divided by, the level being the
+    # untuned prediction's mean log seconds over ``level_scale_outs`` (``level_spreads``); the
+    # centre makes the calibration contexts' mean σ 1. Empty (the pooled tables): σ = 1
+    level_spreads: Mapping[str, tuple[tuple[float, float], tuple[float, float]]] = field(default_factory=dict)
+    level_scale_outs: tuple[float, ...] = ()
+    # the same residuals each divided by its context's σ (with the spreads): a context inside the
+    # training data reads them times its σ beside these, the wider per side (``band.table_offsets``).
+    # None: no spread measured (a file written before it: the pooled band alone)
+    levelled: BandTables | None = None
 
     def job_scale(self, job_type: str | None, k: int) -> tuple[float, float]:
         """What a band of ``job_type`` after k points multiplies the tables' negative and positive
         offsets by ((1, 1): a job type the tables hold no scales of)."""
         scales = self.job_scales.get(job_type) if job_type is not None else None
         return scales[min(k, MAX_K)] if scales else (1.0, 1.0)
+
+    def level_spread(self, job_type: str | None, level: float | None) -> tuple[float, float]:
+        """σ (below, above the prediction) of a context of ``job_type`` inside the training data
+        whose untuned predicted level is ``level`` ((1, 1): no level, no spread of the job type)."""
+        pair = self.level_spreads.get(job_type) if job_type is not None and level is not None else None
+        if not pair:
+            return (1.0, 1.0)
+        (b_lo, c_lo), (b_hi, c_hi) = pair
+        return (math.exp(b_lo * (level - c_lo)), math.exp(b_hi * (level - c_hi)))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -194,6 +220,9 @@ class BandTables:
             "smallest_max_scale_out": self.smallest_max_scale_out,
             "validation_mre": list(self.validation_mre),
             "job_scales": {job: [list(pair) for pair in s] for job, s in self.job_scales.items()},
+            "level_spreads": {job: [list(side) for side in s] for job, s in self.level_spreads.items()},
+            "level_scale_outs": list(self.level_scale_outs),
+            "levelled": None if self.levelled is None else self.levelled.to_dict(),
         }
 
     @classmethod
@@ -205,6 +234,13 @@ class BandTables:
         job_scales = data.get("job_scales", {}) if isinstance(data, Mapping) else {}
         if not isinstance(job_scales, Mapping):
             raise ValueError(f"{where}.job_scales is not a mapping of job type to scales")
+        # (optional too: a file written before the level spread has none, σ = 1)
+        level_spreads, level_scale_outs = _level_spreads_of(data, where)
+        levelled = data.get("levelled") if isinstance(data, Mapping) else None
+        if levelled is not None:
+            levelled = cls.from_dict(levelled, f"{where}.levelled")
+            if not levelled.level_spreads or levelled.levelled is not None:
+                raise ValueError(f"{where}.levelled holds no level_spreads, or tables levelled again")
         return cls(
             per_k=tuple(
                 QuantileTables.from_dict(t, f"{where}.per_k[{k}]")
@@ -231,7 +267,36 @@ class BandTables:
                 str(job): _side_scales(scales, f"{where}.job_scales.{job}")
                 for job, scales in job_scales.items()
             },
+            level_spreads=level_spreads,
+            level_scale_outs=level_scale_outs,
+            levelled=levelled,
         )
+
+
+def _level_spreads_of(
+    data: object, where: str
+) -> tuple[dict[str, tuple[tuple[float, float], tuple[float, float]]], tuple[float, ...]]:
+    """``BandTables``' optional level spreads and the scale-outs their level is measured over."""
+    spreads = data.get("level_spreads", {}) if isinstance(data, Mapping) else {}
+    scale_outs = data.get("level_scale_outs", []) if isinstance(data, Mapping) else []
+    if not isinstance(spreads, Mapping):
+        raise ValueError(f"{where}.level_spreads = {spreads!r} is not a mapping of job type to spreads")
+    if not isinstance(scale_outs, list):
+        raise ValueError(f"{where}.level_scale_outs = {scale_outs!r} is not a list of scale-outs")
+    if spreads and not scale_outs:
+        raise ValueError(f"{where}.level_scale_outs = [] but level_spreads has {sorted(spreads)}")
+    out = {}
+    for job, sides in spreads.items():
+        name = f"{where}.level_spreads.{job}"
+        if not isinstance(sides, list) or len(sides) != 2:
+            raise ValueError(f"{name} = {sides!r} is not [[slope, centre] below, [slope, centre] above]")
+        pairs = []
+        for s, side in enumerate(sides):
+            if not isinstance(side, list) or len(side) != 2:
+                raise ValueError(f"{name}[{s}] = {side!r} is not [slope, centre]")
+            pairs.append((_real(side[0], f"{name}[{s}].slope", 0.0), _real(side[1], f"{name}[{s}].centre")))
+        out[str(job)] = (pairs[0], pairs[1])
+    return out, tuple(_real(n, f"{where}.level_scale_outs", 1e-9) for n in scale_outs)
 
 
 def _side_scales(values: object, where: str) -> tuple[tuple[float, float], ...]:
@@ -241,6 +306,11 @@ def _side_scales(values: object, where: str) -> tuple[tuple[float, float], ...]:
             raise ValueError(f"{where}[{k}] = {pair!r} is not [below, above]")
         pairs.append((_real(pair[0], f"{where}[{k}]", 1e-6), _real(pair[1], f"{where}[{k}]", 1e-6)))
     return tuple(pairs)
+
+
+def _times(a: tuple[float, float], b: Sequence[float]) -> tuple[float, float]:
+    """Two per-side scales (below, above) multiplied side by side."""
+    return (a[0] * float(b[0]), a[1] * float(b[1]))
 
 
 def _by_side(offsets: np.ndarray, scales: tuple[float, float]) -> np.ndarray:
@@ -527,6 +597,11 @@ def calibrate(
     choice by the ranking of errors, and what the model's predictions follow); the tables, a claim
     on the errors' size, read the heads no selection was fitted to, on the same draws of points.
 
+    With ``jobs`` and no ``settings``: per job type, the spread of the untuned residuals against
+    the contexts' predicted level (``level_spreads``, on the tables' heads); beside the pooled
+    tables, ``BandTables.levelled`` holds the residuals each divided by its context's σ on its side,
+    with the spreads, for the band.
+
     No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
     h_oof: list[np.ndarray] = []
@@ -706,8 +781,93 @@ def calibrate(
     chosen = [(rows[0], at, owner, d) for rows, at, owner, d, _, _ in measured]
     checks = [(rms, count) for *_, rms, count in measured]
     job_of = None if jobs is None else [jobs[c] for c in ctx_ids]
+    spreads: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
+    sigma = None
+    level_grid = np.unique(scale_out).astype(np.float64)
+    if job_of is not None:
+        # (the basis rows of one run at each scale-out: the basis depends on the scale-out only)
+        grid_basis = basis[[int(np.flatnonzero(scale_out == n)[0]) for n in level_grid]]
+        level = untuned_level(h_tables_of, grid_basis)
+        untuned = [log_y[r] - log_runtime(h_tables_of[i], basis[r]) for i, r in enumerate(run_ids)]
+        spreads = level_spreads(level, untuned, job_of)
+        if spreads:
+            sigma = np.array(
+                [
+                    BandTables((), {}, 1, 0.0, (), level_spreads=spreads).level_spread(
+                        None if j is None else str(j), float(x)
+                    )
+                    for j, x in zip(job_of, level, strict=True)
+                ]
+            )
     tables = check_normalised_tables(chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd)
+    if spreads:
+        levelled = check_normalised_tables(
+            chosen, checks, env_of, job_of, small_max, len(ctx_ids), noise_sd, spread=sigma
+        )
+        tables = replace(
+            tables,
+            levelled=replace(levelled, level_spreads=spreads, level_scale_outs=tuple(level_grid.tolist())),
+        )
     return Calibration(noise_sd, fine_tuning, tables)
+
+
+def untuned_level(heads: np.ndarray, grid_basis: np.ndarray) -> np.ndarray:
+    """Each head's curve's level ([..., F] → [...]): its mean log runtime over the scale-outs of
+    ``grid_basis`` [G, F]."""
+    return log_runtime(heads[..., None, :], grid_basis).mean(axis=-1)
+
+
+def level_spreads(
+    level: np.ndarray, residuals: Sequence[np.ndarray], job_of: Sequence[str | None]
+) -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
+    """Per job type, per side of the prediction (below, above): (slope, centre) of a spread σ =
+    exp(slope × (level − centre)) of its contexts' untuned log ``residuals`` against their
+    predicted ``level``. The slope is the least-squares one of the log of each context's mean
+    residual on that side (max(−r, 0), max(r, 0); at least ``LEVEL_SPREAD_FLOOR`` × the job type's
+    mean) on its centred level, contexts counting, not runs, shrunk towards 0 by n / (n +
+    ``LEVEL_SPREAD_PRIOR_CONTEXTS``) and never below 0; a job type of fewer than
+    ``MIN_JOB_CONTEXTS`` contexts takes the pooled slope (every job type's contexts, each centred
+    on its own). The centre makes the job type's contexts' mean σ 1: the tables keep the pool's
+    width on average, and move it towards the contexts whose errors were larger. No slope above
+    0 on either side: no entry (σ = 1)."""
+    jobs = np.array(["" if j is None else str(j) for j in job_of], dtype=object)
+    names = sorted(set(jobs.tolist()))
+    side_means = np.array(
+        [[float(np.maximum(-r, 0.0).mean()), float(np.maximum(r, 0.0).mean())] for r in residuals]
+    )
+    x = np.zeros(len(level))
+    y = np.zeros((len(level), 2))
+    for job in names:
+        mine = jobs == job
+        x[mine] = level[mine] - level[mine].mean()
+        floor = np.maximum(LEVEL_SPREAD_FLOOR * side_means[mine].mean(axis=0), 1e-12)
+        logs = np.log(np.maximum(side_means[mine], floor))
+        y[mine] = logs - logs.mean(axis=0)
+
+    def slopes(mine: np.ndarray) -> np.ndarray:
+        n = int(mine.sum())
+        spread = float(x[mine] @ x[mine])
+        if spread <= 0:
+            return np.zeros(2)
+        return np.maximum(x[mine] @ y[mine] / spread * n / (n + LEVEL_SPREAD_PRIOR_CONTEXTS), 0.0)
+
+    pooled = slopes(np.ones(len(level), dtype=bool))
+    out = {}
+    for job in names:
+        mine = jobs == job
+        b = slopes(mine) if int(mine.sum()) >= MIN_JOB_CONTEXTS else pooled
+        if not (b > 0).any() or not job:
+            continue
+        centres = []
+        for side in (0, 1):
+            if b[side] <= 0:
+                centres.append(0.0)
+                continue
+            m = float(level[mine].mean())
+            # mean over the contexts of exp(b (level − centre)) = 1
+            centres.append(m + float(np.log(np.mean(np.exp(b[side] * (level[mine] - m))))) / float(b[side]))
+        out[job] = ((float(b[0]), centres[0]), (float(b[1]), centres[1]))
+    return out
 
 
 def _scores(r: np.ndarray, at: np.ndarray, distance: np.ndarray, small_max: float) -> np.ndarray:
@@ -802,6 +962,7 @@ def check_normalised_tables(
     small_max: float,
     n_contexts: int,
     noise_sd: float,
+    spread: np.ndarray | None = None,
 ) -> BandTables:
     """``_tables_per_k`` (with ``job_scales``) of the residuals as the band will read them: a
     fine-tuned context's band is its k tables' offsets times its checks' factor (``check_factor``
@@ -812,21 +973,25 @@ def check_normalised_tables(
     covers q of them, but the factor narrows the band of a context whose checks happen to be small
     and widens that of one whose checks are large (a straggler among its k runs lifts its whole
     curve), and that pair of bands covered less, or more, than q (docs/model.md, session 24).
-    Built k by k: the factor at k reads the (k − 1) tables built before it, as the band does."""
+    Built k by k: the factor at k reads the (k − 1) tables built before it, as the band does.
+    ``spread`` [contexts, 2]: each context's level spread σ (below, above: ``level_spreads``); a
+    residual enters divided by its side's σ too, and the prior its checks update is σ times the
+    tables' scale, as the band's is."""
     gaussian = gaussian_sd(Calibration(noise_sd, FineTuning(1.0)))
     names = set(_environment_names(env_of))
+    sigma = np.ones((n_contexts, 2)) if spread is None else np.asarray(spread, dtype=np.float64)
     divisors: list[np.ndarray] = []
     previous: BandTables | None = None
     for (r, at, owner, distance), (rms, count) in zip(per_k, checks, strict=True):
-        divisor = np.ones(len(r))
+        divisor = np.where(r < 0, sigma[owner, 0], sigma[owner, 1])
         if previous is not None:
             # the prior each context's band would read: its environment's tables (or the pooled
-            # ones) of k − 1 points, times its job type's scales
+            # ones) of k − 1 points, times its job type's scales and its level spread
             prior = np.array(
                 [
                     _spread(
                         previous.environments[env_of[i]][0] if env_of[i] in names else previous.per_k[0],
-                        previous.job_scale(None if job_of is None else job_of[i], 0),
+                        _times(previous.job_scale(None if job_of is None else job_of[i], 0), sigma[i]),
                         gaussian,
                     )
                     for i in range(n_contexts)
@@ -835,7 +1000,7 @@ def check_normalised_tables(
             for j in np.flatnonzero((count >= MIN_CHECKS) & (at > small_max)):
                 p = float(prior[owner[j]])
                 if 0 < p < math.inf:
-                    divisor[j] = check_factor(p, PRIOR_CHECKS, int(count[j]), float(rms[j]))
+                    divisor[j] *= check_factor(p, PRIOR_CHECKS, int(count[j]), float(rms[j]))
         divisors.append(divisor)
         normed = [(r / divisor, at, owner, distance)]
         previous = _tables_per_k(
@@ -985,11 +1150,12 @@ def residual_quantiles(
     observed: Sequence[int] = (),
     groups: int | None = None,
     job_type: str | None = None,
+    spread: tuple[float, float] = (1.0, 1.0),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lower and upper log-residual quantiles per scale-out, for a model tuned on k points at the
     ``observed`` scale-outs (a context of ``environment`` and ``job_type``). ``groups``: the tables
     hold the residuals of this many groups held out whole (``calibration.groups`` where not
-    given)."""
+    given). ``spread``: the context's level spread (below, above; ``BandTables.level_spread``)."""
     groups = groups if groups is not None else calibration.groups
     tables = _tables(calibration, k, environment)
     if calibration.tables is None or not tables.quantiles:
@@ -1020,7 +1186,7 @@ def residual_quantiles(
         scale = far_scale(distance)
         lo = np.where(small, lo, np.where(near, bounds["near"][0], bounds["far"][0] * scale))
         hi = np.where(small, hi, np.where(near, bounds["near"][1], bounds["far"][1] * scale))
-    job = calibration.tables.job_scale(job_type, answering_k(calibration, k, environment))
+    job = _times(calibration.tables.job_scale(job_type, answering_k(calibration, k, environment)), spread)
     return _by_side(lo, job), _by_side(hi, job)
 
 
@@ -1056,15 +1222,20 @@ def max_confidence(calibration: Calibration, k: int, environment: str | None = N
 
 
 def table_scale(
-    calibration: Calibration, k: int, environment: str | None = None, job_type: str | None = None
+    calibration: Calibration,
+    k: int,
+    environment: str | None = None,
+    job_type: str | None = None,
+    spread: tuple[float, float] = (1.0, 1.0),
 ) -> float:
     """A robust standard deviation of the k-point residual table above the smallest scale-outs:
-    half the distance between its 16th and 84th percentiles (times ``job_type``'s scale); without
-    any table, the sd of the Gaussian band that answers then (``gaussian_sd``)."""
+    half the distance between its 16th and 84th percentiles (times ``job_type``'s scale and the
+    context's level ``spread``, per side); without any table, the sd of the Gaussian band that
+    answers then (``gaussian_sd``)."""
     job = (
         (1.0, 1.0)
         if calibration.tables is None
-        else calibration.tables.job_scale(job_type, answering_k(calibration, k, environment))
+        else _times(calibration.tables.job_scale(job_type, answering_k(calibration, k, environment)), spread)
     )
     return _spread(_tables(calibration, k, environment), job, gaussian_sd(calibration))
 

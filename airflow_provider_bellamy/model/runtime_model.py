@@ -18,6 +18,7 @@ from airflow_provider_bellamy.model.calibration import (
     DEFAULT_PRIOR_SD,
     Calibration,
     FineTuning,
+    untuned_level,
 )
 from airflow_provider_bellamy.model.edges import (
     MIN_EDGE_POINTS,
@@ -673,6 +674,23 @@ class RuntimeModel:
                 self._h_cache.clear()
             self._h_cache[key] = cached
         return cached
+
+    def level_spread(self, calibration: Calibration, ctx: dict[str, str | float]) -> tuple[float, float]:
+        """The level spread σ (below, above the prediction) ``calibration``'s tables hold for
+        ``ctx`` inside the training data (``BandTables.levelled``): its job type's, at the level of
+        the network's untuned prediction (the members' mean log seconds over the training
+        scale-outs), as calibration measured its out-of-fold contexts' ((1, 1): tables without
+        spreads)."""
+        tables = calibration.tables
+        if tables is None or str(ctx["job_type"]) not in tables.level_spreads:
+            return (1.0, 1.0)
+        return tables.level_spread(str(ctx["job_type"]), self.untuned_level(ctx, tables.level_scale_outs))
+
+    def untuned_level(self, ctx: dict[str, str | float], scale_outs: Sequence[float]) -> float:
+        """``ctx``'s untuned predicted level: the members' mean of their curves' mean log seconds
+        over ``scale_outs`` (``calibration.untuned_level``, as calibration measures it)."""
+        grid = scale_out_basis(np.asarray(scale_outs, dtype=np.float64), self._steep_floor)
+        return float(untuned_level(self._base_h(ctx), grid).mean())
 
     def _tuned_for(self, ctx: dict[str, str | float]) -> TunedContext | None:
         return self.tuned if self.tuned is not None and ctx == self.tuned.context else None

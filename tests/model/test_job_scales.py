@@ -119,7 +119,10 @@ def test_job_scales_round_trip_and_an_older_file_without_them_gives_the_band_it_
     ctx = grep_runs.iloc[0].drop(["context_id", "runtime_s", "scale_out"]).to_dict()
     ns = [2, 4, 8, 12]
     np.testing.assert_array_equal(older.predict_band(ctx, ns, 0.9), grep_model.predict_band(ctx, ns, 0.9))
-    # a model with job scales multiplies its job type's bounds by them
+    # a model with job scales multiplies its job type's bounds by them (its tables' and the
+    # levelled ones' beside them: test_level_spread.py)
+    scales = {"grep": ((0.5, 2.0),) * (MAX_K + 1)}
+    levelled = grep_model.calibration.tables.levelled
     scaled = RuntimeModel(
         grep_model.params,
         grep_model.architecture,
@@ -127,7 +130,11 @@ def test_job_scales_round_trip_and_an_older_file_without_them_gives_the_band_it_
         grep_model.metadata,
         replace(
             grep_model.calibration,
-            tables=replace(grep_model.calibration.tables, job_scales={"grep": ((0.5, 2.0),) * (MAX_K + 1)}),
+            tables=replace(
+                grep_model.calibration.tables,
+                job_scales=scales,
+                levelled=None if levelled is None else replace(levelled, job_scales=scales),
+            ),
         ),
     )
     mean, lo, hi = grep_model.predict_band(ctx, ns, 0.9)
