@@ -115,7 +115,7 @@ def test_detached_hook_reads_the_driver_id_and_never_polls(
         ["INFO ClientEndpoint: Driver successfully submitted as driver-20260102030405-0007", "bye"],
     )
     op = _async_op(_standalone_conn(monkeypatch, "spark_fake", 1, None))
-    op._apply_size(2)
+    op._apply_size({}, 2)
     hook = op._hook
     assert isinstance(hook, BellamySparkSubmitHook)
     cmd = hook._build_spark_submit_command("job.jar")
@@ -131,7 +131,7 @@ def test_detached_hook_reads_the_driver_id_and_never_polls(
 def test_missing_driver_id_names_the_log_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_spark_submit(tmp_path, monkeypatch, ["WARN something odd", "the master said no"])
     op = _async_op(_standalone_conn(monkeypatch, "spark_fake", 1, None))
-    op._apply_size(1)
+    op._apply_size({}, 1)
     hook = op._hook
     assert isinstance(hook, BellamySparkSubmitHook)
     hook.submit("job.jar")
