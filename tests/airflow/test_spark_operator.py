@@ -18,7 +18,7 @@ from airflow_provider_bellamy.operators.spark import (
 )
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, count_hook_builds, spark_job
+from tests.fixtures.spark import LOOPBACK_CONTEXT, conf_args, count_hook_builds, fake_openlineage, spark_job
 
 CONTEXT = LOOPBACK_CONTEXT
 
@@ -275,44 +275,10 @@ def test_a_launch_builds_one_hook_and_reads_its_connection_once(
     assert xcom_value(dr, "standalone_grep")["runtime_source"].startswith("standalone master")
 
 
-def _fake_openlineage(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The OpenLineage provider is not installed (its compat shim injects nothing): the two names
-    the Spark provider's operator calls, replaced by functions with the OpenLineage provider's rule
-    (nothing is injected when the user set any property of the group)."""
-    from airflow.providers.apache.spark.operators import spark_submit
-
-    def parent(properties: dict[str, Any], context: Any) -> dict[str, Any]:
-        if any(str(k).startswith("spark.openlineage.parent") for k in properties):
-            return properties
-        ti = context["ti"]
-        return {
-            **properties,
-            "spark.openlineage.parentJobName": f"{ti.dag_id}.{ti.task_id}",
-            "spark.openlineage.parentRunId": f"run-{ti.try_number}",
-        }
-
-    def transport(properties: dict[str, Any], context: Any) -> dict[str, Any]:
-        if any(str(k).startswith("spark.openlineage.transport") for k in properties):
-            return properties
-        return {
-            **properties,
-            "spark.openlineage.transport.type": "http",
-            "spark.openlineage.transport.auth.apiKey": "ol-key-4f9d2c",
-        }
-
-    monkeypatch.setattr(spark_submit, "inject_parent_job_information_into_spark_properties", parent)
-    monkeypatch.setattr(spark_submit, "inject_transport_information_into_spark_properties", transport)
-
-
-def _confs(cmd: list[str]) -> dict[str, str]:
-    pairs = (cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--conf")
-    return {k: v for k, v in pairs}
-
-
 def test_openlineage_properties_reach_the_sized_command(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every launch (waiting, detached, reattaching) builds the command through ``_apply_size``;
     with the operator's OpenLineage flags on, the properties are in it next to the sized ones."""
-    _fake_openlineage(monkeypatch)
+    fake_openlineage(monkeypatch)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", connection_json("spark", host="yarn"))
 
     class TI:
@@ -328,7 +294,7 @@ def test_openlineage_properties_reach_the_sized_command(monkeypatch: pytest.Monk
         openlineage_inject_transport_info=True,
     )
     op._apply_size({"ti": TI()}, 4)  # type: ignore[typeddict-item]
-    confs = _confs(op._hook._build_spark_submit_command("job.py"))
+    confs = conf_args(op._hook._build_spark_submit_command("job.py"))
     assert confs["spark.openlineage.parentJobName"] == "d.t"
     assert confs["spark.openlineage.parentRunId"] == "run-3"
     assert confs["spark.openlineage.transport.type"] == "http"
@@ -347,7 +313,7 @@ def test_openlineage_properties_reach_spark_submit(
     from airflow.sdk import DAG
 
     _seed(bellamy_store)
-    _fake_openlineage(monkeypatch)
+    fake_openlineage(monkeypatch)
     common: dict[str, Any] = {
         "conn_id": spark_local_conn,
         "job_type": "grep",
@@ -372,14 +338,14 @@ def test_openlineage_properties_reach_spark_submit(
     assert task_states(dr) == {"lineage": "success", "own_parent": "success"}
 
     cmd = xcom_value(dr, "lineage", "spark_submit_command")
-    confs = _confs(cmd)
+    confs = conf_args(cmd)
     assert confs["spark.openlineage.parentJobName"] == "test_bellamy_openlineage.lineage"
     assert confs["spark.openlineage.parentRunId"] == "run-1"
     assert confs["spark.openlineage.transport.type"] == "http"
     assert confs["spark.openlineage.transport.auth.apiKey"] == "***"  # masked in the XCom
     assert cmd[cmd.index("--master") + 1] == "local[2]"  # still sized
 
-    confs = _confs(xcom_value(dr, "own_parent", "spark_submit_command"))
+    confs = conf_args(xcom_value(dr, "own_parent", "spark_submit_command"))
     assert confs["spark.openlineage.parentJobName"] == "mine"
     assert "spark.openlineage.parentRunId" not in confs
     assert confs["spark.openlineage.transport.type"] == "http"
