@@ -28,7 +28,7 @@ MASK = "***"
 # provider's "secret|password": cloud keys and tokens are credentials too.
 SENSITIVE_NAME = (
     r"secret|passw(?:or)?d|pwd|token|credential|private[._-]?key|api[._-]?key|access[._-]?key"
-    r"|account[._-]?key|(?<![a-z])sas(?![a-z])"
+    r"|account[._-]?key|(?<![a-z])sas(?![a-z])|authori[sz]ation"
 )
 _SENSITIVE_NAME_RE = re.compile(SENSITIVE_NAME, re.IGNORECASE)
 # key=value inside one argument or log token; the value runs to the next whitespace (or quote).

@@ -28,6 +28,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow.providers.apache.spark.operators import spark_submit as _provider_spark_submit
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
@@ -214,13 +215,38 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         assert isinstance(hook, BellamySparkSubmitHook)
         return hook
 
-    def _apply_size(self, scale_out: int) -> dict[str, Any]:
+    def _with_openlineage(self, conf: dict[str, Any], context: Context) -> dict[str, Any]:
+        """``conf`` with the OpenLineage properties the provider's ``execute`` would inject.
+
+        The provider injects them into ``self.conf`` and then builds its hook; ours is built and
+        sized before, so without this they would never reach spark-submit. The functions are
+        looked up where the provider's operator calls them (same rule: properties the user set
+        keep theirs); its later injection into ``self.conf`` then finds them and adds nothing."""
+        for flag, name in (
+            ("_openlineage_inject_parent_job_info", "inject_parent_job_information_into_spark_properties"),
+            ("_openlineage_inject_transport_info", "inject_transport_information_into_spark_properties"),
+        ):
+            if not getattr(self, flag, False):
+                continue
+            inject = getattr(_provider_spark_submit, name, None)
+            if inject is None:
+                # a provider that moved it: the launch goes on, without the properties, and says so
+                self.log.warning(
+                    "Bellamy: this Spark provider has no %s; OpenLineage properties not passed", name
+                )
+                continue
+            conf = inject(conf, context)
+        return conf
+
+    def _apply_size(self, context: Context, scale_out: int) -> dict[str, Any]:
+        """The hook's conf and executors for ``scale_out``: the one place every launch (waiting,
+        detached, reattaching) builds what spark-submit is given."""
         hook = self._launch_hook()
         settings = executor_settings(hook._connection["master"], scale_out, self.executor_cores_per_executor)
         self._num_executors = settings.get("num_executors")
         self._total_executor_cores = settings.get("total_executor_cores")
         self._executor_cores = settings.get("executor_cores", self._executor_cores)
-        conf = dict(self.conf or {})
+        conf = self._with_openlineage(dict(self.conf or {}), context)
         for key, value in settings["conf"].items():
             # the executor count is ours; dynamic allocation stays the user's call if set explicitly
             if key == "spark.executor.instances" or key not in conf:
@@ -247,7 +273,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         self._read_rendered_arguments()
         self._check_master_webui()
         decision, target, facade = self.size_for_launch(context)
-        settings = self._apply_size(int(decision.chosen_scale_out))
+        settings = self._apply_size(context, int(decision.chosen_scale_out))
         command = self._masked_command(self._launch_hook())
         return decision, target, facade, settings, command
 
@@ -309,7 +335,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         earlier = self._durable_launch(context)
         if earlier is not None:
             decision = dict(earlier["decision"])
-            settings = self._apply_size(int(decision["chosen_scale_out"]))
+            settings = self._apply_size(context, int(decision["chosen_scale_out"]))
             command = self._masked_command(self._launch_hook())
             decision["reused_from_try"] = earlier.get("try_number")
             self._publish(context, decision, command)

@@ -78,6 +78,18 @@ def test_a_setting_whose_value_has_a_space_is_masked_whole() -> None:
     assert "tail0007" not in mask_text(" ".join(cmd), find_secrets(cmd))
 
 
+def test_an_authorization_header_is_masked_whole() -> None:
+    """An HTTP header given as a setting (OpenLineage's transport ``headers.Authorization``, which
+    the operator now passes on) carries its scheme and token with a space between: both are the
+    secret. A setting about authentication, not a credential, stays readable."""
+    header = "spark.openlineage.transport.headers.Authorization=Bearer tok0008"
+    cmd = ["spark-submit", "--conf", header, "--conf", "spark.authenticate=true", "job.py"]
+    assert find_secrets(cmd) == ["Bearer tok0008"]
+    masked = mask_args(cmd)
+    assert masked[2] == "spark.openlineage.transport.headers.Authorization=***"
+    assert "spark.authenticate=true" in masked
+
+
 def test_unreachable_rest_endpoint_error_hides_the_url_password(caplog: pytest.LogCaptureFixture) -> None:
     port = _closed_port()
     hook = FlinkHook(None, rest_url=f"http://alice:{URL_PASSWORD}@127.0.0.1:{port}", timeout_s=2)

@@ -18,7 +18,7 @@ from airflow_provider_bellamy.operators.spark import (
 )
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, count_hook_builds, spark_job
+from tests.fixtures.spark import LOOPBACK_CONTEXT, conf_args, count_hook_builds, fake_openlineage, spark_job
 
 CONTEXT = LOOPBACK_CONTEXT
 
@@ -50,7 +50,7 @@ def test_yarn_command_uses_num_executors(monkeypatch: pytest.MonkeyPatch) -> Non
         executor_cores=2,
         conf={"spark.dynamicAllocation.enabled": "true"},  # the user's explicit choice stays
     )
-    op._apply_size(4)
+    op._apply_size({}, 4)
     cmd = op._hook._build_spark_submit_command("job.py")
     assert cmd[cmd.index("--master") + 1] == "yarn"
     assert cmd[cmd.index("--num-executors") + 1] == "4"
@@ -273,3 +273,79 @@ def test_a_launch_builds_one_hook_and_reads_its_connection_once(
     runs = {r["task_id"]: r for r in bellamy_store.list_runs("grep", source="observed", limit=None)}
     assert runs["standalone_grep"]["external_id"].startswith("app-")
     assert xcom_value(dr, "standalone_grep")["runtime_source"].startswith("standalone master")
+
+
+def test_openlineage_properties_reach_the_sized_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every launch (waiting, detached, reattaching) builds the command through ``_apply_size``;
+    with the operator's OpenLineage flags on, the properties are in it next to the sized ones."""
+    fake_openlineage(monkeypatch)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", connection_json("spark", host="yarn"))
+
+    class TI:
+        dag_id, task_id, try_number = "d", "t", 3
+
+    op = BellamySparkSubmitOperator(
+        task_id="t",
+        job_type="grep",
+        scale_outs=[2, 4],
+        conn_id="spark_yarn",
+        application="job.py",
+        openlineage_inject_parent_job_info=True,
+        openlineage_inject_transport_info=True,
+    )
+    op._apply_size({"ti": TI()}, 4)  # type: ignore[typeddict-item]
+    confs = conf_args(op._hook._build_spark_submit_command("job.py"))
+    assert confs["spark.openlineage.parentJobName"] == "d.t"
+    assert confs["spark.openlineage.parentRunId"] == "run-3"
+    assert confs["spark.openlineage.transport.type"] == "http"
+    assert confs["spark.executor.instances"] == "4"
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_openlineage_properties_reach_spark_submit(
+    airflow_db: str, bellamy_store: Any, spark_local_conn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``[openlineage] spark_inject_*`` on, the provider injects into ``self.conf`` before it
+    builds its hook; ours is built and sized before that, so the properties must be put in the
+    hook's conf by the operator itself, where the command (and its XCom) shows them. A property
+    the user set keeps the user's value, and the provider's rule then injects none of its group."""
+    from airflow.sdk import DAG
+
+    _seed(bellamy_store)
+    fake_openlineage(monkeypatch)
+    common: dict[str, Any] = {
+        "conn_id": spark_local_conn,
+        "job_type": "grep",
+        "properties": CONTEXT,
+        "scale_outs": [1, 2],
+        "target": 120,
+        "application": str(spark_job("grep")),
+        "application_args": ["--lines", "20000", "--partitions", "2"],
+        "openlineage_inject_parent_job_info": True,
+        "openlineage_inject_transport_info": True,
+    }
+    with DAG(
+        "test_bellamy_openlineage",
+        schedule=None,
+        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+    ) as dag:
+        BellamySparkSubmitOperator(task_id="lineage", **common)
+        BellamySparkSubmitOperator(
+            task_id="own_parent", conf={"spark.openlineage.parentJobName": "mine"}, **common
+        )
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"lineage": "success", "own_parent": "success"}
+
+    cmd = xcom_value(dr, "lineage", "spark_submit_command")
+    confs = conf_args(cmd)
+    assert confs["spark.openlineage.parentJobName"] == "test_bellamy_openlineage.lineage"
+    assert confs["spark.openlineage.parentRunId"] == "run-1"
+    assert confs["spark.openlineage.transport.type"] == "http"
+    assert confs["spark.openlineage.transport.auth.apiKey"] == "***"  # masked in the XCom
+    assert cmd[cmd.index("--master") + 1] == "local[2]"  # still sized
+
+    confs = conf_args(xcom_value(dr, "own_parent", "spark_submit_command"))
+    assert confs["spark.openlineage.parentJobName"] == "mine"
+    assert "spark.openlineage.parentRunId" not in confs
+    assert confs["spark.openlineage.transport.type"] == "http"

@@ -29,7 +29,13 @@ from airflow_provider_bellamy.operators.spark import (
 from airflow_provider_bellamy.sensors.job import BellamyJobSensor
 from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.airflow_db import run_dag_test
-from tests.fixtures.spark import LOOPBACK_CONTEXT, cluster_mode_python, spark_job
+from tests.fixtures.spark import (
+    LOOPBACK_CONTEXT,
+    cluster_mode_python,
+    conf_args,
+    fake_openlineage,
+    spark_job,
+)
 
 CONTEXT = LOOPBACK_CONTEXT
 DRIVER_ID_RE = re.compile(r"^driver-\d{14}-\d{4,}$")
@@ -115,7 +121,7 @@ def test_detached_hook_reads_the_driver_id_and_never_polls(
         ["INFO ClientEndpoint: Driver successfully submitted as driver-20260102030405-0007", "bye"],
     )
     op = _async_op(_standalone_conn(monkeypatch, "spark_fake", 1, None))
-    op._apply_size(2)
+    op._apply_size({}, 2)
     hook = op._hook
     assert isinstance(hook, BellamySparkSubmitHook)
     cmd = hook._build_spark_submit_command("job.jar")
@@ -131,12 +137,50 @@ def test_detached_hook_reads_the_driver_id_and_never_polls(
 def test_missing_driver_id_names_the_log_tail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_spark_submit(tmp_path, monkeypatch, ["WARN something odd", "the master said no"])
     op = _async_op(_standalone_conn(monkeypatch, "spark_fake", 1, None))
-    op._apply_size(1)
+    op._apply_size({}, 1)
     hook = op._hook
     assert isinstance(hook, BellamySparkSubmitHook)
     hook.submit("job.jar")
     with pytest.raises(SparkDriverIdMissingError, match=r"(?s)no driver id.*the master said no"):
         op._driver_id_or_raise(hook, ["spark-submit", "job.jar"])
+
+
+def test_detached_submission_carries_the_openlineage_properties(
+    airflow_db: str, bellamy_store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The detached launch sizes and submits through the same conf as the waiting one: the
+    OpenLineage properties are in the arguments spark-submit itself was called with."""
+    from airflow.sdk import DAG
+
+    fake_openlineage(monkeypatch)
+    calls = _fake_spark_submit(
+        tmp_path,
+        monkeypatch,
+        ["INFO ClientEndpoint: Driver successfully submitted as driver-20260102030405-0008"],
+    )
+    conn_id = _standalone_conn(monkeypatch, "spark_fake_ol", 1, "http://127.0.0.1:1")
+    with DAG(
+        "spark_async_openlineage", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    ) as dag:
+        _async_op(
+            conn_id,
+            properties=CONTEXT,
+            default_scale_out=2,
+            openlineage_inject_parent_job_info=True,
+            openlineage_inject_transport_info=True,
+        )
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"submit": "success"}
+    argv = calls.read_text().split()
+    assert len(calls.read_text().splitlines()) == 1
+    confs = conf_args(argv)
+    assert confs["spark.openlineage.parentJobName"] == "spark_async_openlineage.submit"
+    assert confs["spark.openlineage.transport.type"] == "http"
+    assert argv[argv.index("--deploy-mode") + 1] == "cluster"
+    assert (
+        conf_args(xcom_value(dr, "submit", "spark_submit_command"))["spark.openlineage.parentRunId"]
+        == "run-1"
+    )
 
 
 def _seed(facade: Any) -> None:
