@@ -86,6 +86,19 @@ def _seed(facade: Any) -> None:
 
 @pytest.mark.slow
 @pytest.mark.spark
+def _grep_task(**extra: Any) -> dict[str, Any]:
+    """A real grep launch's arguments on the loopback context (sized between 1 and 2 executors)."""
+    return {
+        "job_type": "grep",
+        "properties": CONTEXT,
+        "scale_outs": [1, 2],
+        "target": 120,
+        "application": str(spark_job("grep")),
+        "application_args": ["--lines", "20000", "--partitions", "2"],
+        **extra,
+    }
+
+
 def test_spark_operator_local_and_standalone_real_runs(
     airflow_db: str,
     bellamy_store: Any,
@@ -243,14 +256,7 @@ def test_a_launch_builds_one_hook_and_reads_its_connection_once(
 
     _seed(bellamy_store)
     seen = count_hook_builds(monkeypatch)
-    common: dict[str, Any] = {
-        "job_type": "grep",
-        "properties": CONTEXT,
-        "scale_outs": [1, 2],
-        "target": 120,
-        "application": str(spark_job("grep")),
-        "application_args": ["--lines", "20000", "--partitions", "2"],
-    }
+    common = _grep_task()
     with DAG(
         "test_bellamy_one_hook",
         schedule=None,
@@ -314,17 +320,11 @@ def test_openlineage_properties_reach_spark_submit(
 
     _seed(bellamy_store)
     fake_openlineage(monkeypatch)
-    common: dict[str, Any] = {
-        "conn_id": spark_local_conn,
-        "job_type": "grep",
-        "properties": CONTEXT,
-        "scale_outs": [1, 2],
-        "target": 120,
-        "application": str(spark_job("grep")),
-        "application_args": ["--lines", "20000", "--partitions", "2"],
-        "openlineage_inject_parent_job_info": True,
-        "openlineage_inject_transport_info": True,
-    }
+    common = _grep_task(
+        conn_id=spark_local_conn,
+        openlineage_inject_parent_job_info=True,
+        openlineage_inject_transport_info=True,
+    )
     with DAG(
         "test_bellamy_openlineage",
         schedule=None,
