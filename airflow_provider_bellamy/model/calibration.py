@@ -207,10 +207,7 @@ class BandTables:
         """σ (below, above the prediction) of a context of ``job_type`` inside the training data
         whose untuned predicted level is ``level`` ((1, 1): no level, no spread of the job type)."""
         pair = self.level_spreads.get(job_type) if job_type is not None and level is not None else None
-        if not pair:
-            return (1.0, 1.0)
-        (b_lo, c_lo), (b_hi, c_hi) = pair
-        return (math.exp(b_lo * (level - c_lo)), math.exp(b_hi * (level - c_hi)))
+        return spread_at(pair, level) if pair and level is not None else (1.0, 1.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -271,6 +268,12 @@ class BandTables:
             level_scale_outs=level_scale_outs,
             levelled=levelled,
         )
+
+
+def spread_at(pair: tuple[tuple[float, float], tuple[float, float]], level: float) -> tuple[float, float]:
+    """σ (below, above) at ``level`` of one job type's spread ((slope, centre) per side)."""
+    (b_lo, c_lo), (b_hi, c_hi) = pair
+    return (math.exp(b_lo * (level - c_lo)), math.exp(b_hi * (level - c_hi)))
 
 
 def _level_spreads_of(
@@ -793,9 +796,9 @@ def calibrate(
         if spreads:
             sigma = np.array(
                 [
-                    BandTables((), {}, 1, 0.0, (), level_spreads=spreads).level_spread(
-                        None if j is None else str(j), float(x)
-                    )
+                    spread_at(spreads[str(j)], float(x))
+                    if j is not None and str(j) in spreads
+                    else (1.0, 1.0)
                     for j, x in zip(job_of, level, strict=True)
                 ]
             )
