@@ -117,6 +117,37 @@ def _new_async_client(timeout_s: float) -> Any:
     return httpx.AsyncClient(timeout=timeout_s, follow_redirects=True)
 
 
+class UnreachableGrace:
+    """The one rule of every wait for an endpoint that is unreachable or answers no status that
+    parses (``JobEndpointUnreachableError``, ``JobAnswerUnparsedError``): ask again until it has
+    been so for ``grace_s``, then its error stands. A JobManager restarting, or a proxy's page
+    while a master does, must not fail a task whose job runs on.
+
+    ``since`` is when the endpoint first failed, on ``clock``: ``time.monotonic`` within one
+    process; a reschedule-mode sensor, whose pokes are processes apart, keeps it as a UTC
+    timestamp (``time.time``) in the task state store.
+    """
+
+    def __init__(
+        self, grace_s: float, *, since: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.grace_s = float(grace_s)
+        self.since = since
+        self._clock = clock
+
+    def failed(self) -> bool:
+        """Note that the endpoint failed now; True while the grace lasts (ask again), False once
+        it has run out (raise the error)."""
+        now = self._clock()
+        if self.since is None:
+            self.since = now
+        return now - self.since < self.grace_s
+
+    def answered(self) -> None:
+        """The endpoint answered a status: the next failure starts a new grace."""
+        self.since = None
+
+
 def wait_until_terminal(
     get: Callable[[], S],
     *,
@@ -131,27 +162,24 @@ def wait_until_terminal(
 
     ``TimeoutError`` ("<what> still <state> after <timeout_s> s") when ``timeout_s`` runs out
     first; the job itself is left alone. ``log`` gets a line each time the state changes.
-    An endpoint that stops answering (``JobEndpointUnreachableError``), or answers something
-    that is no status (``JobAnswerUnparsedError``, a proxy's page while a master restarts), is
-    asked again until it has done so for ``unreachable_grace_s``, as ``BellamyJobTrigger`` does:
-    a JobManager restarting or a dropped connection must not fail a task whose job runs on.
+    An endpoint that stops answering, or answers something that is no status, is asked again
+    for ``unreachable_grace_s`` (``UnreachableGrace``), as ``BellamyJobTrigger`` and
+    ``BellamyJobSensor`` do; past ``timeout_s`` its error is raised at once.
     """
     deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
     last_state = None
-    unreachable_since: float | None = None
+    grace = UnreachableGrace(unreachable_grace_s)
     while True:
         try:
             current = get()
         except JobEndpointUnreachableError as exc:
-            now = time.monotonic()
-            unreachable_since = unreachable_since or now
-            if now - unreachable_since >= unreachable_grace_s or (deadline is not None and now > deadline):
+            if not grace.failed() or (deadline is not None and time.monotonic() > deadline):
                 raise
             if log is not None:
                 log.warning("%s (retrying for up to %s s)", exc, unreachable_grace_s)
             time.sleep(poll_interval_s)
             continue
-        unreachable_since = None
+        grace.answered()
         if on_poll is not None:
             on_poll(current)
         if log is not None and current.state != last_state:

@@ -336,7 +336,11 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         if earlier is not None:
             decision = dict(earlier["decision"])
             settings = self._apply_size(context, int(decision["chosen_scale_out"]))
-            command = self._masked_command(self._launch_hook())
+            # the command the driver was launched with: this try's rebuilt one names this try's
+            # OpenLineage parentRunId, a command nobody ran (a launch stored before session 29
+            # kept none: the rebuilt one stands in)
+            ran = earlier.get("command")
+            command = list(ran) if isinstance(ran, list) else self._masked_command(self._launch_hook())
             decision["reused_from_try"] = earlier.get("try_number")
             self._publish(context, decision, command)
             self.log.info(
@@ -349,8 +353,13 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 decision["chosen_scale_out"],
             )
             return decision, None, settings, True
-        decision, facade, settings, _command = self._prepare_and_publish(context)
-        self._bellamy_launch = {"decision": decision, "try_number": getattr(ti, "try_number", None)}
+        decision, facade, settings, command = self._prepare_and_publish(context)
+        # kept with the driver id (submit_job): a retry that reattaches publishes what ran
+        self._bellamy_launch = {
+            "decision": decision,
+            "try_number": getattr(ti, "try_number", None),
+            "command": command,
+        }
         return decision, facade, settings, False
 
     def execute(self, context: Context) -> dict[str, Any] | None:

@@ -19,14 +19,15 @@ with ``wait_for_completion=False``, or any task returning a dict with ``job_id``
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
-from airflow_provider_bellamy.exceptions import InvalidInputError, JobFailedError
-from airflow_provider_bellamy.hooks.job import JobStatusHook
+from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
+from airflow_provider_bellamy.hooks.job import JobStatusHook, UnreachableGrace
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
 from airflow_provider_bellamy.records import validate_scale_out
@@ -40,6 +41,14 @@ if TYPE_CHECKING:
 
 # A watched job that ended unsuccessfully raises the neutral JobFailedError; the old name stays.
 BellamyJobFailedError = JobFailedError
+
+# Task state store key (Airflow 3.3, kept across reschedules) of when the status endpoint first
+# failed in this try: each reschedule-mode poke is a process of its own, and the grace spans them.
+UNREACHABLE_STATE_KEY = "bellamy_unreachable_since"
+
+
+def _grace_s(value: Any) -> float:
+    return parse_duration(value, "unreachable_grace_s", allow_zero=True)
 
 
 class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
@@ -57,9 +66,13 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
     :param fail_on_job_failure: fail the task when the job ended unsuccessfully (after
         recording it as failed).
     :param deferrable: wait in the triggerer (no worker slot).
+    :param unreachable_grace_s: how long the status endpoint may stay unreachable, or answer no
+        status that parses, before the task fails with its error (default 60 s; templated). Every
+        mode keeps waiting meanwhile: a poke logs a warning and returns False, the trigger asks
+        again; an unknown job id fails at once.
     """
 
-    template_fields: Sequence[str] = ("job_id", "endpoint", "job_type", "properties")
+    template_fields: Sequence[str] = ("job_id", "endpoint", "job_type", "properties", "unreachable_grace_s")
     template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json"}
     ui_color = "#eef3d9"
     _bellamy_records_itself: ClassVar[bool] = True
@@ -82,6 +95,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         fail_on_job_failure: bool = True,
         deferrable: bool = False,
         request_timeout_s: float | dt.timedelta | str = 10.0,
+        unreachable_grace_s: float | dt.timedelta | str = 60.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -114,6 +128,12 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         self.fail_on_job_failure = fail_on_job_failure
         self.deferrable = deferrable
         self.request_timeout_s = parse_duration(request_timeout_s, "request_timeout_s")
+        # "30" (a rendered template) is 30; "abc" or -1 fails the DAG at parse, a template once rendered
+        self.unreachable_grace_s: Any = (
+            unreachable_grace_s if is_template(unreachable_grace_s) else _grace_s(unreachable_grace_s)
+        )
+        # poke mode's grace, for the try it counts in (reschedule mode keeps it in the state store)
+        self._grace: tuple[Any, UnreachableGrace] | None = None
 
     # -- resolution ------------------------------------------------------------------------------
 
@@ -156,15 +176,49 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
 
     # -- waiting ---------------------------------------------------------------------------------
 
+    def _unreachable_grace(self, context: Context) -> UnreachableGrace:
+        """This try's grace for an endpoint that fails: in poke mode held by the sensor across its
+        pokes; in reschedule mode read back from the task state store, on the wall clock."""
+        grace_s = _grace_s(self.unreachable_grace_s)
+        try_number = getattr(context["ti"], "try_number", None)
+        store = context.get("task_state_store") if self.reschedule else None
+        if store is not None:
+            kept = store.get(UNREACHABLE_STATE_KEY)
+            # the store is shared by every try of the task: an earlier try's outage is not this one's
+            since = (
+                kept.get("since") if isinstance(kept, dict) and kept.get("try_number") == try_number else None
+            )
+            return UnreachableGrace(grace_s, since=since, clock=time.time)
+        if self._grace is None or self._grace[0] != try_number:
+            self._grace = (try_number, UnreachableGrace(grace_s))
+        return self._grace[1]
+
+    def _keep_grace(self, context: Context, grace: UnreachableGrace) -> None:
+        """Write a reschedule-mode grace back to the task state store (poke mode holds it)."""
+        store = context.get("task_state_store") if self.reschedule else None
+        if store is None:
+            return
+        if grace.since is None:
+            store.delete(UNREACHABLE_STATE_KEY)
+        else:
+            try_number = getattr(context["ti"], "try_number", None)
+            store.set(UNREACHABLE_STATE_KEY, {"try_number": try_number, "since": grace.since})
+
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
         from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
 
         kind, job_id, endpoint = self._resolve(context)
-        status = self._status_hook(kind, endpoint).get_status(job_id)
-        if status.terminal:  # nothing to wait for: no trigger round trip
-            return self._complete(context, status)
+        grace_s = _grace_s(self.unreachable_grace_s)
+        try:
+            status = self._status_hook(kind, endpoint).get_status(job_id)
+        except JobEndpointUnreachableError as exc:
+            # the trigger rides it out, for the grace, as a poke does
+            self.log.warning("%s (the trigger asks again for up to %s s)", exc, grace_s)
+        else:
+            if status.terminal:  # nothing to wait for: no trigger round trip
+                return self._complete(context, status)
         timeout = dt.timedelta(seconds=float(self.timeout)) if self.timeout else None
         deadline_at = (dt.datetime.now(dt.timezone.utc) + timeout).isoformat() if timeout else None
         self.defer(
@@ -174,6 +228,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
                 endpoint=endpoint,
                 poll_interval_s=float(self.poke_interval),
                 deadline_at=deadline_at,
+                unreachable_grace_s=grace_s,
                 request_timeout_s=self.request_timeout_s,
             ),
             method_name="execute_complete",
@@ -182,7 +237,21 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
 
     def poke(self, context: Context) -> bool | PokeReturnValue:
         kind, job_id, endpoint = self._resolve(context)
-        status = self._status_hook(kind, endpoint).get_status(job_id)
+        grace = self._unreachable_grace(context)
+        try:
+            status = self._status_hook(kind, endpoint).get_status(job_id)
+        except JobEndpointUnreachableError as exc:
+            first = grace.since is None
+            if not grace.failed():
+                # as the trigger's event makes the task raise (triggers.job.unreachable_event)
+                raise
+            if first:
+                self._keep_grace(context, grace)
+            self.log.warning("%s (asking again for up to %s s)", exc, grace.grace_s)
+            return False
+        if grace.since is not None:
+            grace.answered()
+            self._keep_grace(context, grace)
         self.log.info("%s job %s is %s", kind, job_id, status.state)
         if not status.terminal:
             return False

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,8 +18,9 @@ from airflow_provider_bellamy.exceptions import (
     JobAnswerUnparsedError,
     JobEndpointUnreachableError,
 )
-from airflow_provider_bellamy.hooks.job import JobStatusHook
+from airflow_provider_bellamy.hooks.job import JobStatusHook, UnreachableGrace
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, JobStatus, validate_endpoint, validate_kind
+from airflow_provider_bellamy.spec import parse_duration
 
 __all__ = ["JOB_KINDS", "BellamyJobTrigger", "JobStatus", "validate_endpoint", "validate_kind"]
 
@@ -40,15 +40,30 @@ def _parse_deadline(value: Any) -> dt.datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
 
 
+def unreachable_event(exc: JobEndpointUnreachableError) -> dict[str, Any]:
+    """The ``{"status": "error"}`` event of an endpoint whose grace ran out: ``error_from_event``
+    raises it again in the task as the same class and message a poke raises."""
+    error_type = "unparsed" if isinstance(exc, JobAnswerUnparsedError) else "unreachable"
+    return {
+        "status": "error",
+        "error": str(exc),
+        "error_type": error_type,
+        "url": exc.url,
+        "reason": exc.reason,
+    }
+
+
 def error_from_event(event: dict[str, Any], endpoint: str) -> Exception:
     """The error an ``{"status": "error"}`` event of ``BellamyJobTrigger`` stands for, for the
     task resuming from it to raise: the endpoint unreachable or answering no status that parses,
     or the input refused as it was (field, value and problem; an event of an older trigger: its
     text under ``job_id``)."""
+    # an older trigger's event has no "url" nor "reason": its "error" is the whole message
+    url, reason = str(event.get("url", endpoint)), str(event.get("reason", event.get("error")))
     if event.get("error_type") == "unparsed":
-        return JobAnswerUnparsedError(endpoint, str(event.get("error")))
+        return JobAnswerUnparsedError(url, reason)
     if event.get("error_type") == "unreachable":
-        return JobEndpointUnreachableError(endpoint, str(event.get("error")))
+        return JobEndpointUnreachableError(url, reason)
     if "field" in event:
         return InvalidInputError(str(event["field"]), event.get("value"), str(event.get("problem")))
     return InvalidInputError("job_id", event.get("job_id"), str(event.get("error")))
@@ -89,7 +104,7 @@ class BellamyJobTrigger(BaseTrigger):
         # An absolute time, not a duration: a triggerer restart must not extend the wait.
         self.deadline_at = deadline_at
         self._deadline = _parse_deadline(deadline_at)
-        self.unreachable_grace_s = float(unreachable_grace_s)
+        self.unreachable_grace_s = parse_duration(unreachable_grace_s, "unreachable_grace_s", allow_zero=True)
         self.request_timeout_s = float(request_timeout_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -115,18 +130,15 @@ class BellamyJobTrigger(BaseTrigger):
 
     async def _poll(self, hook: JobStatusHook) -> AsyncIterator[TriggerEvent]:
         """Poll until one event; the last thing it does is yield it."""
-        unreachable_since: float | None = None
+        grace = UnreachableGrace(self.unreachable_grace_s)
         last: JobStatus | None = None
         while True:
             try:
                 last = await hook.a_get_status(self.job_id)
-                unreachable_since = None
+                grace.answered()
             except JobEndpointUnreachableError as exc:
-                now = time.monotonic()
-                unreachable_since = unreachable_since or now
-                if now - unreachable_since >= self.unreachable_grace_s:
-                    error_type = "unparsed" if isinstance(exc, JobAnswerUnparsedError) else "unreachable"
-                    yield TriggerEvent({"status": "error", "error": str(exc), "error_type": error_type})
+                if not grace.failed():
+                    yield TriggerEvent(unreachable_event(exc))
                     return
                 self.log.warning("%s (retrying for up to %s s)", exc, self.unreachable_grace_s)
             except InvalidInputError as exc:

@@ -25,7 +25,9 @@ from tests.fixtures.airflow import connection_json, task_states, xcom_value
 from tests.fixtures.spark import (
     LOOPBACK_CONTEXT,
     cluster_mode_python,
+    conf_args,
     count_hook_builds,
+    fake_openlineage,
     run_spark_task,
     spark_job,
 )
@@ -193,6 +195,7 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
     )
     _seed(bellamy_store)
     seen = count_hook_builds(monkeypatch)
+    fake_openlineage(monkeypatch)  # the parent run id names the try: run-1, run-2
     drivers_before = {
         d["id"] for d in cluster.status()["completeddrivers"] + cluster.status()["activedrivers"]
     }
@@ -208,6 +211,7 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
         status_poll_interval=1,
         retries=1,
         retry_delay=dt.timedelta(seconds=0),
+        openlineage_inject_parent_job_info=True,
     )
     assert task_states(dr) == {"grep": "success"}
 
@@ -225,6 +229,10 @@ def test_durable_retry_reattaches_with_its_decision_and_records_once(
     assert len(decisions) == 1, decisions
     decision = xcom_value(dr, "grep", "bellamy_decision")
     assert decision["decision_id"] == decisions[0]["id"] and decision["reused_from_try"] == 1
+    # The command the retry publishes is the one the driver was launched with, the first try's
+    # (before session 29: rebuilt by the retry, naming its own OpenLineage parent run).
+    confs = conf_args(xcom_value(dr, "grep", "spark_submit_command"))
+    assert confs["spark.openlineage.parentRunId"] == "run-1"
 
     # One run row: the driver, recorded by the try that saw it end, linked to that decision.
     [run] = bellamy_store.list_runs("grep", source="observed", limit=None)
