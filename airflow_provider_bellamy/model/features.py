@@ -261,11 +261,13 @@ class FeatureSchema:
     def _check_distinguished(self, job_type: str, context: Mapping[str, str | float]) -> None:
         telling = self.distinguishing[job_type]
         if telling and not any(context.get(p) is not None and self.is_known(p, context[p]) for p in telling):
+            # a DERIVED ratio tells contexts apart only where its inputs do: name what a user gives
+            givable = [p for p in telling if p not in DERIVED] or telling
             raise InvalidInputError(
-                f"context.{telling[0]}",
+                f"context.{givable[0]}",
                 None,
                 f"the context gives none of the properties that tell job type {job_type!r}'s "
-                f"training contexts apart, with a value the model knows (give one of: {', '.join(telling)})",
+                f"training contexts apart, with a value the model knows (give one of: {', '.join(givable)})",
             )
 
     def encode(self, contexts: Sequence[Mapping[str, str | float]]) -> tuple[np.ndarray, np.ndarray]:

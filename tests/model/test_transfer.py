@@ -14,7 +14,7 @@ from airflow_provider_bellamy.benchmarks.common import with_context_ids
 from airflow_provider_bellamy.datasets import load_traces
 from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError
 from airflow_provider_bellamy.model import RuntimeModel
-from airflow_provider_bellamy.model.features import FeatureSchema
+from airflow_provider_bellamy.model.features import DERIVED, FeatureSchema
 from airflow_provider_bellamy.model.finetuning import nearest_share
 
 from .conftest import FAST
@@ -66,8 +66,10 @@ def test_a_property_the_context_does_not_give_is_unknown_not_fatal(
     without = {k: v for k, v in ctx.items() if k != "machine_type"}
     np.testing.assert_array_equal(grep_model.predict(unseen, [2, 6]), grep_model.predict(without, [2, 6]))
     # only a context giving nothing that tells grep's contexts apart is refused, naming what would
-    with pytest.raises(InvalidInputError, match=r"tell job type 'grep'.*data_size_mb"):
+    with pytest.raises(InvalidInputError, match=r"tell job type 'grep'.*data_size_mb") as refused:
         grep_model.predict({"job_type": "grep", "framework": "spark", "machine_type": "z9.huge"}, [2])
+    # ... and only properties a user gives: a derived ratio given is dropped (features.context_of)
+    assert not any(name in str(refused.value) for name in DERIVED), str(refused.value)
     # a model pre-trained without property dropout never saw a property absent: it still refuses
     strict = replace(grep_model.schema, unknown_as_absent=False)
     with pytest.raises(InvalidInputError, match=r"context\.cores"):
