@@ -89,7 +89,6 @@ def main() -> None:
                         if gap is None:
                             continue
                         lo, hi = gap
-                        inside = (tn > lo) & (tn < hi)
                         rule = (float(ctx["data_size_mb"]) / tn > 0.6 * mem).astype(float)
                         p[i] = np.where(tn <= lo, 1.0, np.where(tn >= hi, 0.0, 0.5 if mode == "half" else rule))
                     pred = np.exp(np.sum(w[:, None] * (net + step[:, None] * p), axis=0))
