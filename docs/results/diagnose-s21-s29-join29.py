@@ -5,9 +5,10 @@
 # (input per worker > 60 % of a node's memory, the generator's rule), the untuned and tuned prediction,
 # the tuned curve's parts (network after the delta, parametric share, residual correction), the tuned
 # curve's residuals at its own k runs, and GBM's prediction.
-# python docs/results/diagnose-s21-s29-join29.py JOB CACHE OUT.csv [K ...]
+# python docs/results/diagnose-s21-s29-join29.py JOB CACHE OUT.csv [K ...]   (BENCH_DATASET=c3o: C3O folds instead)
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -28,7 +29,8 @@ SPILL_FRACTION = 0.6
 def main() -> None:
     job, cache, out = sys.argv[1], sys.argv[2], sys.argv[3]
     ks = [int(k) for k in sys.argv[4:]] or [5]
-    data = cached_benchmark_runs("c3o", TRACES, "folds")
+    c3o = os.environ.get("BENCH_DATASET") == "c3o"
+    data = cached_benchmark_runs("c3o", None if c3o else TRACES, None if c3o else "folds")
     rows = []
     for task in held_out_tasks(data, 0):
         if task.algorithm != job:

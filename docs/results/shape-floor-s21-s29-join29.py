@@ -4,9 +4,10 @@
 # context's nearest training curves (same job type, fold split and draws as the benchmark, nearest in
 # machine type, input size, environment, partitions, their measured mean log curve moved to the level of
 # the context's k runs) would predict at its test runs, against the shipping error from the diagnosis rows.
-# python docs/results/shape-floor-s21-s29-join29.py JOB ROWS.csv
+# python docs/results/shape-floor-s21-s29-join29.py JOB ROWS.csv   (BENCH_DATASET=c3o: C3O folds, twins by every property)
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -15,6 +16,7 @@ from scipy.optimize import minimize
 
 from airflow_provider_bellamy.benchmarks.common import K_VALUES, cached_benchmark_runs, held_out_tasks
 from airflow_provider_bellamy.model.features import scale_out_basis
+from airflow_provider_bellamy.records import context_columns
 
 TRACES = "docs/results/synthetic-trace-s21.csv"
 PROPS = ["machine_type", "data_size_mb", "environment", "partitions"]
@@ -38,20 +40,26 @@ def best_positive_fit(ns: np.ndarray, log_y: np.ndarray) -> np.ndarray:
 
 def main() -> None:
     job, rows_file = sys.argv[1], sys.argv[2]
-    data = cached_benchmark_runs("c3o", TRACES, "folds")
+    c3o = os.environ.get("BENCH_DATASET") == "c3o"
+    data = cached_benchmark_runs("c3o", None if c3o else TRACES, None if c3o else "folds")
     diag = pd.read_csv(rows_file)
     floor_rows, near_rows = [], []
     for task in held_out_tasks(data, 0):
         if task.algorithm != job:
             continue
-        props = [p for p in PROPS if p in task.train.columns and task.train[p].notna().any()]
+        props = (
+            [p for p in PROPS if p in task.train.columns and task.train[p].notna().any()]
+            if not c3o
+            else [p for p in context_columns(task.train.columns) if p not in ("context_id", "job_type")
+                  and task.train[p].notna().any() and task.train[p].nunique() > 1]
+        )
         train_curves = {
             cid: (g.iloc[0][props].to_dict(), g.groupby("scale_out")["runtime_s"].apply(lambda x: np.log(x).mean()))
             for cid, g in task.train.groupby("context_id")
         }
         for cid, g in task.held_out.groupby("context_id"):
             first = g.iloc[0]
-            spills = [first["data_size_mb"] / n > 0.6 * first["memory_mb"] for n in sorted(g["scale_out"].unique())]
+            spills = [first["data_size_mb"] / n > 0.6 * first["memory_mb"] for n in sorted(g["scale_out"].unique())] if not c3o else [False]
             cliff = any(spills) and not all(spills)
             truth = g.groupby("scale_out")["runtime_s"].apply(lambda x: np.log(x).mean())
             fit = best_positive_fit(truth.index.to_numpy(dtype=float), truth.to_numpy())
@@ -66,7 +74,7 @@ def main() -> None:
             for cid, (points, test) in draws[k].items():
                 ctx = test.iloc[0][props].to_dict()
                 distance = {
-                    tid: sum(0 if c[p] == ctx[p] else WEIGHT[p] for p in props) for tid, (c, _) in train_curves.items()
+                    tid: sum(0 if c[p] == ctx[p] or (pd.isna(c[p]) and pd.isna(ctx[p])) else WEIGHT.get(p, 1) for p in props) for tid, (c, _) in train_curves.items()
                 }
                 best = min(distance.values())
                 near = [train_curves[t][1] for t, d in distance.items() if d == best]
