@@ -62,6 +62,14 @@ def main() -> None:
                 final = np.log(tuned.predict(ctx, grid.tolist()))
                 untuned = np.log(general.predict(ctx, grid.tolist()))
                 t = tuned.tuned
+                # each picked run predicted by the shipping fine-tuning on the context's other picked runs
+                loo = []
+                if k >= 3:
+                    bare = points.drop(columns=["context_id"])
+                    for j in range(len(bare)):
+                        rest = general.finetune(bare.drop(index=bare.index[j]))
+                        n_j = int(bare["scale_out"].iloc[j])
+                        loo.append(f"{n_j}:{np.log(bare['runtime_s'].iloc[j] / rest.predict(ctx, [n_j])[0]):+.4f}")
                 at_runs = {int(n): float(r) for n, r in t.run_residuals} if t else {}
                 pw = t.parametric_weight if t else 0.0
                 mem = float(ctx["memory_mb"])
@@ -92,6 +100,7 @@ def main() -> None:
                             corrected=float(np.exp(curve_corr[i])),
                             parametric_weight=pw,
                             run_residuals=" ".join(f"{n_}:{r:+.3f}" for n_, r in sorted(at_runs.items())),
+                            loo_residuals=" ".join(loo),
                             max_abs_run_residual=max((abs(r) for r in at_runs.values()), default=0.0),
                             gbm=float(gbm_by_index[run.name]),
                         )

@@ -88,12 +88,17 @@ def main() -> None:
                 own = [float(x.split(":")[1]) for x in str(row.run_residuals.iloc[0]).split()] if k >= 2 else []
                 twin_rms = float(np.sqrt(np.mean((gaps - level) ** 2)))
                 choose_twin = k >= 3 and own and twin_rms < float(np.sqrt(np.mean(np.square(own))))
+                # the same choice leave-one-scale-out: each picked run predicted from the others, by the
+                # twin's curve at the others' level and by the shipping fine-tuning on the others
+                loo_ship = [float(x.split(":")[1]) for x in str(row.get("loo_residuals", pd.Series([""])).iloc[0]).split()] if k >= 3 and "loo_residuals" in row else []
+                loo_twin = gaps - (gaps.sum() - gaps) / max(len(gaps) - 1, 1)
+                choose_loo = bool(loo_ship) and float(np.mean(loo_twin**2)) < float(np.mean(np.square(loo_ship)))
                 for _, run in test.iterrows():
                     pred = np.exp(curve[run["scale_out"]] + level)
                     near_rows.append(
                         dict(k=k, distance=best, scale_out=run["scale_out"], err=abs(pred / run["runtime_s"] - 1) * 100,
                              shipping=100 * abs(row.loc[row.scale_out == run["scale_out"], "err_tuned"]).mean(),
-                             chosen=bool(choose_twin))
+                             chosen=bool(choose_twin), chosen_loo=bool(choose_loo))
                     )
     floor = pd.DataFrame(floor_rows)
     print("best positive basis fit to the TRUE mean curves: mean |error| %", round(floor.err.mean(), 2),
@@ -112,6 +117,9 @@ def main() -> None:
     print("  twin where it fits the runs better than the tuned curve (k >= 3), else shipping: MRE % per k",
           near.groupby("k").choice.mean().round(2).to_dict(), "vs shipping", near.groupby("k").shipping.mean().round(2).to_dict(),
           "; share of runs on the twin", near.groupby("k").chosen.mean().round(2).to_dict())
+    near["choice_loo"] = np.where(near.chosen_loo, near.err, near.shipping)
+    print("  the same chosen leave-one-scale-out: MRE % per k", near.groupby("k").choice_loo.mean().round(2).to_dict(),
+          "; share on the twin", near.groupby("k").chosen_loo.mean().round(2).to_dict())
     d = diag[diag.k.isin([1, 3, 5])]
     print("shipping per k", (d.groupby("k").err_tuned.apply(lambda e: e.abs().mean()) * 100).round(2).to_dict(),
           "gbm", (d.groupby("k").err_gbm.apply(lambda e: e.abs().mean()) * 100).round(2).to_dict())
