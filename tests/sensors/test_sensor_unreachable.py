@@ -30,7 +30,7 @@ from airflow_provider_bellamy.exceptions import (
 )
 from airflow_provider_bellamy.sensors.job import UNREACHABLE_STATE_KEY, BellamyJobSensor
 from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, error_from_event
-from tests.fixtures.airflow import task_states
+from tests.fixtures.airflow import task_state_store, task_states
 from tests.fixtures.airflow_db import run_dag_test
 from tests.fixtures.http import json_server
 
@@ -198,20 +198,6 @@ def test_a_deferrable_sensor_defers_when_its_first_look_finds_the_endpoint_down(
     assert deferred.value.trigger.serialize()[1]["unreachable_grace_s"] == 45.0
 
 
-def _stored(dag_run: Any) -> dict[str, Any]:
-    from airflow.models.task_state_store import TaskStateStoreModel
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        rows = session.scalars(
-            select(TaskStateStoreModel).where(
-                TaskStateStoreModel.dag_id == dag_run.dag_id, TaskStateStoreModel.run_id == dag_run.run_id
-            )
-        ).all()
-        return {row.key: row.value for row in rows}
-
-
 def _reschedule_dag(dag_id: str, url: str, grace_s: float) -> Any:
     from airflow.sdk import DAG
 
@@ -231,11 +217,11 @@ def test_reschedule_mode_counts_the_grace_across_pokes_in_the_task_state_store(a
         dr = run_dag_test(_reschedule_dag("bellamy_sensor_reschedule_down", url, 0.3))
     assert task_states(dr) == {"wait": "failed"}
     assert len(asked) >= 2  # rescheduled, not failed at its first poke
-    assert UNREACHABLE_STATE_KEY in _stored(dr)
+    assert UNREACHABLE_STATE_KEY in task_state_store(dr)
 
     with jobmanager([PROXY_PAGE, (502, "Bad Gateway"), (200, RUNNING), (200, FINISHED)]) as (url, asked):
         dr = run_dag_test(_reschedule_dag("bellamy_sensor_reschedule_back", url, 60))
     assert task_states(dr) == {"wait": "success"}
     assert len(asked) == 4
     # the endpoint answered again: its outage is forgotten, the next one starts a new grace
-    assert UNREACHABLE_STATE_KEY not in _stored(dr)
+    assert UNREACHABLE_STATE_KEY not in task_state_store(dr)

@@ -117,26 +117,22 @@ def test_the_blocking_wait_and_the_sensor_follow_the_same_rule() -> None:
         hook = JobStatusHook("spark-master", url)
         with pytest.raises(JobAnswerUnparsedError, match="502 Bad Gateway"):
             hook.wait_for_status(APP_ID, poll_interval_s=0.01, unreachable_grace_s=0.1)
+
         # a poke keeps waiting for the same grace, then raises it named as an unreachable one's
-        sensor = BellamyJobSensor(
-            task_id="wait",
-            job_id=APP_ID,
-            kind="spark-master",
-            endpoint=url,
-            job_type="grep",
-            scale_out=2,
-            unreachable_grace_s=60,
-        )
+        def sensor(grace_s: float) -> BellamyJobSensor:
+            return BellamyJobSensor(
+                task_id="wait",
+                job_id=APP_ID,
+                kind="spark-master",
+                endpoint=url,
+                job_type="grep",
+                scale_out=2,
+                unreachable_grace_s=grace_s,
+            )
+
         ti = SimpleNamespace(dag_id="d", task_id="wait", run_id="manual__1", map_index=-1, try_number=1)
-        assert sensor.poke({"ti": ti, "task": sensor}) is False
-        sensor = BellamyJobSensor(
-            task_id="wait",
-            job_id=APP_ID,
-            kind="spark-master",
-            endpoint=url,
-            job_type="grep",
-            scale_out=2,
-            unreachable_grace_s=0,
-        )
+        waiting = sensor(60)
+        assert waiting.poke({"ti": ti, "task": waiting}) is False
+        failing = sensor(0)
         with pytest.raises(JobAnswerUnparsedError, match=f"Spark master at {url}"):
-            sensor.poke({"ti": ti, "task": sensor})
+            failing.poke({"ti": ti, "task": failing})
