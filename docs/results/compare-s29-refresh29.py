@@ -7,7 +7,13 @@ Sizing: attainment and node-seconds / oracle per policy, per job and per k for B
 import json
 import sys
 
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+a, b = (load(p) for p in sys.argv[1:3])
 
 
 def pct(x):
@@ -36,13 +42,18 @@ def accuracy():
             cells.append(pair(x, y, fmt).rjust(17))
         print(f"{name:22}" + "".join(cells))
 
-    band = lambda side: lambda d, k: d["band"]["bellamy"]["overall"][side].get(k)
+    def band(side):
+        return lambda d, k: d["band"]["bellamy"]["overall"][side].get(k)
+
     row("MRE", lambda d, k: d["results"]["bellamy"][k], pct, "MRE")
     row("under upper", band("under_upper"), pct, "band")
     row("above lower", band("above_lower"), pct, "band")
     row("mean log width", band("mean_log_width"), num, "band")
     for j in sorted(a["band"]["bellamy"]["per_algorithm"]):
-        per = lambda side, j=j: lambda d, k: d["band"]["bellamy"]["per_algorithm"][j][side].get(k)
+
+        def per(side, j=j):
+            return lambda d, k: d["band"]["bellamy"]["per_algorithm"][j][side].get(k)
+
         row(f"{j} MRE", lambda d, k, j=j: d["per_algorithm"][j]["bellamy"][k], pct, "MRE")
         row(f"{j} ≤ upper", per("under_upper"), pct, "band")
         row(f"{j} ≥ lower", per("above_lower"), pct, "band")
