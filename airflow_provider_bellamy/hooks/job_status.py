@@ -28,6 +28,7 @@ from typing import Any
 
 from airflow_provider_bellamy.exceptions import (
     InvalidInputError,
+    JobAnswerUnparsedError,
     JobEndpointUnreachableError,
     UnknownJobIdError,
 )
@@ -452,16 +453,26 @@ def spark_history_attempt_steps(
     if not done:
         return None
     code, executors = yield f"{path}/allexecutors"
-    if code != 200 or not isinstance(executors, list):
+    if code != 200:
         raise JobEndpointUnreachableError(
             where, f"GET {path}/allexecutors answered HTTP {code}: {str(executors)[:300]}"
+        )
+    if not isinstance(executors, list):
+        raise JobAnswerUnparsedError(
+            where, f"{where} answered GET {path}/allexecutors with no JSON list: {str(executors)[:300]}"
         )
     return done[-1], executors
 
 
 def _expect_ok(code: int, body: Any, where: str, path: str) -> None:
-    if code != 200 or not isinstance(body, dict):
+    if code != 200:
         raise JobEndpointUnreachableError(where, f"GET {path} answered HTTP {code}: {str(body)[:300]}")
+    if not isinstance(body, dict):
+        # it answered, with no status object (a proxy's page while a master restarts): a wait
+        # rides it out as it does an unreachable endpoint, and names it for what it is
+        raise JobAnswerUnparsedError(
+            where, f"{where} answered GET {path} with no JSON object: {str(body)[:300]}"
+        )
 
 
 def status_steps(kind: str, job_id: str, endpoint: str) -> StatusSteps:

@@ -22,7 +22,7 @@ import pytest
 from airflow_provider_bellamy.exceptions import JobAnswerUnparsedError
 from airflow_provider_bellamy.hooks.job import JobStatusHook
 from airflow_provider_bellamy.sensors.job import BellamyJobSensor
-from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, error_from_event
+from airflow_provider_bellamy.triggers.job import BellamyJobTrigger, error_from_event, unreachable_event
 from tests.fixtures.http import json_server
 
 APP_ID = "app-20261125010000-0003"
@@ -136,3 +136,22 @@ def test_the_blocking_wait_and_the_sensor_follow_the_same_rule() -> None:
         failing = sensor(0)
         with pytest.raises(JobAnswerUnparsedError, match=f"Spark master at {url}"):
             failing.poke({"ti": ti, "task": failing})
+
+
+@pytest.mark.parametrize(
+    ("kind", "job_id"),
+    [
+        ("flink", "a" * 32),
+        ("spark-master", APP_ID),
+        ("spark-history", APP_ID),
+    ],
+)
+def test_an_answer_that_is_no_json_object_is_unparsed_not_unreachable(kind: str, job_id: str) -> None:
+    # HTTP 200 with a proxy's page for a body: the endpoint answered, with no status object
+    page = "<html>502 Bad Gateway</html>"
+    refused = pytest.raises(JobAnswerUnparsedError, match="no JSON object: <html>502 Bad Gateway")
+    with json_server(lambda path, client: (200, page)) as url, refused as raised:
+        JobStatusHook(kind, url).get_status(job_id)
+    assert url in str(raised.value)
+    # a wait rides it out for its grace and labels it for what it is
+    assert unreachable_event(raised.value)["error_type"] == "unparsed"
