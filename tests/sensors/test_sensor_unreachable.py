@@ -38,8 +38,8 @@ JOB_ID = "a" * 32
 JOB = {"jid": JOB_ID, "name": "wc", "start-time": 1_000, "vertices": [{"name": "src", "parallelism": 3}]}
 RUNNING = {**JOB, "state": "RUNNING", "end-time": -1, "duration": 5_000}
 FINISHED = {**JOB, "state": "FINISHED", "end-time": 31_000, "duration": 30_000}
-# what a proxy in front of a restarting JobManager hands on: a page, not a job (the JobManager is
-# unreachable behind it; an object of another shape is JobAnswerUnparsedError: test_unparsed_answers)
+# what a proxy in front of a restarting JobManager hands on: a page, not a job (JobAnswerUnparsedError,
+# a JobEndpointUnreachableError: every wait rides it out as it does a refused connection)
 PROXY_PAGE = (200, "<html>502 Bad Gateway</html>")
 
 
