@@ -50,3 +50,83 @@ def test_plotting_has_its_own_extra() -> None:
 def test_the_airflow_floor_is_the_tested_version() -> None:
     (airflow,) = [r for r in _project()["dependencies"] if re.match(r"apache-airflow\b(?!-)", r)]
     assert airflow == f"apache-airflow>={_locked('apache-airflow')}"
+
+
+# What a module may import beyond the base install: the extra that brings it (the other modules
+# import only what ``pip install airflow-provider-bellamy`` installs).
+_EXTRA_OF = {"benchmarks": "bench", "plotting.py": "plot"}
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    """Top-level names of the modules ``path`` imports (function-level imports included), less
+    the standard library and the package itself."""
+    import ast
+    import sys
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in {"airflow_provider_bellamy"}}
+
+
+def _installed_with(requirements: list[str]) -> set[str]:
+    """The distributions (normalised names) ``requirements`` install, dependencies of dependencies
+    included, with each requirement's extras and markers as this interpreter reads them."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    found: set[str] = set()
+    todo = [(Requirement(r), "") for r in requirements]
+    while todo:
+        req, extra = todo.pop()
+        if req.marker is not None and not req.marker.evaluate({"extra": extra}):
+            continue
+        name = canonicalize_name(req.name)
+        key = f"{name}[{','.join(sorted(req.extras))}]"
+        if key in found:
+            continue
+        found.add(key)
+        try:
+            requires = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for wanted in ["", *req.extras]:
+            todo += [(Requirement(r), wanted) for r in requires]
+    return {key.split("[")[0] for key in found}
+
+
+def test_every_module_imports_only_what_its_install_brings() -> None:
+    """A module imported by the provider's runtime (operators, model, store, CLI) must not lean on
+    a package only an extra or the tests bring: the Ernest fallback imported scipy, which only
+    scikit-learn (the ``bench`` extra) installed, so a plain install failed the first sizing of a
+    job type without a general model (until session 30)."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    project = _project()
+    base = list(project["dependencies"])
+    distributions = {
+        name: {canonicalize_name(d) for d in dists}
+        for name, dists in metadata.packages_distributions().items()
+    }
+    missing = []
+    package = ROOT / "airflow_provider_bellamy"
+    for path in sorted(package.rglob("*.py")):
+        part = path.relative_to(package).parts[0]
+        extra = _EXTRA_OF.get(part)
+        requirements = base + (project["optional-dependencies"][extra] if extra else [])
+        if part in {"operators", "hooks", "sensors", "triggers"}:
+            requirements += project["optional-dependencies"]["spark"]  # spark.py modules: the [spark] extra
+        installed = _installed_with(requirements)
+        for name in sorted(_third_party_imports(path)):
+            if not distributions.get(name, set()) & installed:
+                missing.append(
+                    f"{path.relative_to(ROOT)} imports {name} ({sorted(distributions.get(name, []))})"
+                )
+    assert missing == [], "imports no declared dependency installs:\n" + "\n".join(missing)
