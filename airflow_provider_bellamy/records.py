@@ -132,19 +132,22 @@ def validate_scale_out_list(values: Any, *, field: str = "scale_outs") -> list[i
 
 
 # The band's upper bound is the q-quantile of the runtime and its lower bound the (1 − q)-quantile:
-# below q = 0.5 they swap (lower > upper). A q the calibration cannot resolve near 1 is capped by
-# the model, with the reason in the decision (RuntimeModel.band).
-CONFIDENCE_PROBLEM = "must be a probability from 0.5 up to (not including) 1, e.g. 0.9: below 0.5 the band's lower bound would pass its upper"
+# below q = 0.5 they swap (lower > upper); at q = 1 the upper bound is the quantile no runtime passes,
+# which a runtime distribution with no ceiling does not have. A q the calibration cannot resolve
+# near 1 is capped by the model, with the reason in the decision (RuntimeModel.band).
+CONFIDENCE_RANGE = "must be a probability from 0.5 up to (not including) 1, e.g. 0.9"
+CONFIDENCE_TOO_HIGH = f"{CONFIDENCE_RANGE}: at 1 or above the band would be unbounded (no finite runtime is certain)"
+CONFIDENCE_TOO_LOW = f"{CONFIDENCE_RANGE}: below 0.5 the band's lower bound would pass its upper"
 
 
 def validate_confidence(confidence: Any, *, field: str = "confidence", where: str | None = None) -> float:
     """A probability in [0.5, 1)."""
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, (int, float))
-        or not 0.5 <= float(confidence) < 1
-    ):
-        raise InvalidInputError(field, confidence, CONFIDENCE_PROBLEM, where=where)
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or math.isnan(confidence):
+        raise InvalidInputError(field, confidence, CONFIDENCE_RANGE, where=where)
+    if confidence >= 1:
+        raise InvalidInputError(field, confidence, CONFIDENCE_TOO_HIGH, where=where)
+    if confidence < 0.5:
+        raise InvalidInputError(field, confidence, CONFIDENCE_TOO_LOW, where=where)
     return float(confidence)
 
 
