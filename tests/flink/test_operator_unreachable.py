@@ -125,7 +125,7 @@ def test_the_blocking_wait_fails_with_the_endpoints_error_once_its_grace_runs_ou
 ) -> None:
     with jobmanager(monkeypatch, GONE) as asked:
         op = _operator(tmp_path, unreachable_grace_s=0.2)
-        with pytest.raises(JobEndpointUnreachableError, match="127.0.0.1"):
+        with pytest.raises(JobEndpointUnreachableError, match=r"127\.0\.0\.1"):
             op.execute(_context(op))
         assert len(asked) > 2  # asked again while the grace lasted
         asked.clear()
@@ -146,7 +146,7 @@ def test_the_deferred_wait_takes_the_same_grace(tmp_path: Path, monkeypatch: pyt
         assert trigger.serialize()[1]["unreachable_grace_s"] == 0.2
         (event,) = _events(trigger)
     assert event["status"] == "error"
-    with pytest.raises(JobEndpointUnreachableError, match="127.0.0.1"):
+    with pytest.raises(JobEndpointUnreachableError, match=r"127\.0\.0\.1"):
         op.resume_execution("execute_complete", {"event": event, **deferred.value.kwargs}, context)
 
     with jobmanager(monkeypatch, BACK_AGAIN):
