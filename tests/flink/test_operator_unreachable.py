@@ -188,3 +188,16 @@ def test_the_grace_reads_as_a_duration_and_a_bad_one_fails_the_dag_by_name(tmp_p
     for bad in ("abc", -1, float("nan"), None):
         with pytest.raises(InvalidInputError, match=rf"unreachable_grace_s={bad!r}"):
             _operator(tmp_path, unreachable_grace_s=bad)
+
+
+def test_a_pipeline_files_flink_block_gives_the_grace(tmp_path: Path) -> None:
+    from airflow_provider_bellamy.config import load_pipeline_config
+
+    (tmp_path / "wc.py").write_text("print('wc')\n")
+    path = tmp_path / "jobs.yaml"
+    path.write_text(
+        "jobs:\n  wc:\n    framework: flink\n    scale_out: [1, 2]\n"
+        "    flink: {application: wc.py, unreachable_grace_s: 2m}\n"
+    )
+    op = BellamyFlinkOperator.from_config(load_pipeline_config(path).job("wc"))
+    assert op.unreachable_grace_s == 120.0
