@@ -449,10 +449,12 @@ def conform_context(
     *,
     where: str | None = None,
     prefix: str = "context.",
+    physical: bool = True,
 ) -> dict[str, str | float]:
     """A context given by a user, checked and converted property by property (see
     :func:`conform_property`) against ``kinds`` (what the job type's stored runs hold); the one
-    place user input becomes a context."""
+    place user input becomes a context. ``physical=False``: a context that selects stored runs,
+    which may hold a value ``PHYSICAL_PROPERTIES`` refuses in new input (stored before the rule)."""
     if not isinstance(context, Mapping):
         raise InvalidInputError(
             "context", context, "must be a mapping of property name to value", where=where
@@ -469,7 +471,7 @@ def conform_context(
             field=f"{prefix}{key}",
             where=where,
             number_texts=kinds.texts_of(key),
-            name=key,
+            name=key if physical else None,
         )
         if norm is not None:
             out[key] = norm

@@ -253,6 +253,9 @@ def test_a_store_holding_an_impossible_value_still_reads_and_trains(
     assert b.count_runs() == 46
     frame = b.runs_frame("sort")
     assert (frame["cores"] == -8.0).sum() == 6
+    stored = {k: old.iloc[0][k] for k in records.context_columns(old.columns) if pd.notna(old.iloc[0][k])}
+    found = b.runs_frame("sort", context=stored)  # its runs can still be found by their context
+    assert len(found) >= 1 and (found["cores"] == -8.0).all()
     (report,) = b.train("sort", config=TrainingConfig(members=2, max_epochs=30, min_epochs=5, patience=5))
     assert report.outcome == "promoted"
     context = {
