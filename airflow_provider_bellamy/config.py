@@ -96,6 +96,7 @@ FLINK_KEYS: frozenset[str] = frozenset(
         "reattach",
         "cancel_on_kill",
         "record",
+        "unreachable_grace_s",
     }
 )
 

@@ -132,19 +132,24 @@ def validate_scale_out_list(values: Any, *, field: str = "scale_outs") -> list[i
 
 
 # The band's upper bound is the q-quantile of the runtime and its lower bound the (1 − q)-quantile:
-# below q = 0.5 they swap (lower > upper). A q the calibration cannot resolve near 1 is capped by
-# the model, with the reason in the decision (RuntimeModel.band).
-CONFIDENCE_PROBLEM = "must be a probability from 0.5 up to (not including) 1, e.g. 0.9: below 0.5 the band's lower bound would pass its upper"
+# below q = 0.5 they swap (lower > upper); at q = 1 the upper bound is the quantile no runtime passes,
+# which a runtime distribution with no ceiling does not have. A q the calibration cannot resolve
+# near 1 is capped by the model, with the reason in the decision (RuntimeModel.band).
+CONFIDENCE_RANGE = "must be a probability from 0.5 up to (not including) 1, e.g. 0.9"
+CONFIDENCE_TOO_HIGH = (
+    f"{CONFIDENCE_RANGE}: at 1 or above the band would be unbounded (no finite runtime is certain)"
+)
+CONFIDENCE_TOO_LOW = f"{CONFIDENCE_RANGE}: below 0.5 the band's lower bound would pass its upper"
 
 
 def validate_confidence(confidence: Any, *, field: str = "confidence", where: str | None = None) -> float:
     """A probability in [0.5, 1)."""
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, (int, float))
-        or not 0.5 <= float(confidence) < 1
-    ):
-        raise InvalidInputError(field, confidence, CONFIDENCE_PROBLEM, where=where)
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or math.isnan(confidence):
+        raise InvalidInputError(field, confidence, CONFIDENCE_RANGE, where=where)
+    if confidence >= 1:
+        raise InvalidInputError(field, confidence, CONFIDENCE_TOO_HIGH, where=where)
+    if confidence < 0.5:
+        raise InvalidInputError(field, confidence, CONFIDENCE_TOO_LOW, where=where)
     return float(confidence)
 
 
@@ -300,6 +305,32 @@ def batch_kinds(contexts: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
     return out
 
 
+# Properties the project itself reads as physical quantities, each with its least value and whether
+# that value is allowed: model.features.DERIVED divides the input by a node's memory and by its
+# cores, Ernest scales by the input size. A value no cluster has (``cores=-8``, ``memory_mb=0``) would
+# drop a ratio and change what the prediction means without a word. Zero is an input size (a job that
+# reads nothing, e.g. one that generates its data: its ratios are 0, well defined) but no node's
+# memory or cores. Checked where input comes in (conform_property) and never on a store read: runs
+# stored before the rule keep training as they are. Other numbers (iterations, lines, k) are a job's
+# parameters, which the model reads as given and the project does not interpret.
+PHYSICAL_PROPERTIES: Mapping[str, tuple[float, bool, str]] = {
+    "data_size_mb": (0.0, True, "the job's input size in MB"),
+    "memory_mb": (0.0, False, "a node's memory in MB"),
+    "cores": (0.0, False, "a node's cores"),
+}
+
+
+def check_physical(name: str, number: float, value: Any, *, field: str, where: str | None = None) -> None:
+    """Refuse a number ``PHYSICAL_PROPERTIES`` says the property ``name`` cannot have."""
+    rule = PHYSICAL_PROPERTIES.get(name)
+    if rule is None:
+        return
+    least, inclusive, meaning = rule
+    if number < least or (number == least and not inclusive):
+        bound = f">= {least:g}" if inclusive else f"> {least:g}"
+        raise InvalidInputError(field, value, f"is {meaning}: must be {bound}", where=where)
+
+
 def conform_property(
     value: Any,
     kind: str | None,
@@ -307,6 +338,7 @@ def conform_property(
     field: str,
     where: str | None = None,
     number_texts: Mapping[float, tuple[str, ...]] = _NO_TEXTS,
+    name: str | None = None,
 ) -> str | float | None:
     """A property value given by a user (an API call, a file, a rendered template, ``--set``) as the
     store and the model read it, converted to ``kind`` where that is unambiguous.
@@ -319,7 +351,8 @@ def conform_property(
     then that text (``1.0`` is ``"1.0"`` where the runs hold it, as YAML reads ``version: 1.0``);
     several: refused, naming them. Everything else that does not fit is refused, so that a value
     never silently changes the context's identity or the prediction. NaN and infinity are refused;
-    None means "not given".
+    None means "not given". ``name``: the property's, whose value, where it reads as a number, must
+    be one ``PHYSICAL_PROPERTIES`` allows whatever the kind (``"-8"`` as ``-8``).
     """
     if value is None:
         return None
@@ -351,6 +384,10 @@ def conform_property(
             )
     else:
         raise InvalidInputError(field, value, "must be a number or a string", where=where)
+    if name is not None:
+        reading = number if number is not None else float(text) if text and _DECIMAL.fullmatch(text) else None
+        if reading is not None:
+            check_physical(name, reading, value, field=field, where=where)
     if kind == TEXT:
         if text is not None:
             return text
@@ -412,10 +449,12 @@ def conform_context(
     *,
     where: str | None = None,
     prefix: str = "context.",
+    physical: bool = True,
 ) -> dict[str, str | float]:
     """A context given by a user, checked and converted property by property (see
     :func:`conform_property`) against ``kinds`` (what the job type's stored runs hold); the one
-    place user input becomes a context."""
+    place user input becomes a context. ``physical=False``: a context that selects stored runs,
+    which may hold a value ``PHYSICAL_PROPERTIES`` refuses in new input (stored before the rule)."""
     if not isinstance(context, Mapping):
         raise InvalidInputError(
             "context", context, "must be a mapping of property name to value", where=where
@@ -427,7 +466,12 @@ def conform_context(
         if key in skip:
             continue
         norm = conform_property(
-            value, kinds.kind(key), field=f"{prefix}{key}", where=where, number_texts=kinds.texts_of(key)
+            value,
+            kinds.kind(key),
+            field=f"{prefix}{key}",
+            where=where,
+            number_texts=kinds.texts_of(key),
+            name=key if physical else None,
         )
         if norm is not None:
             out[key] = norm

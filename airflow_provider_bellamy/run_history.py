@@ -58,10 +58,13 @@ def stored_kinds(store: Store, job_types: Iterable[str]) -> dict[str, StoredKind
     return out
 
 
-def conform(store: Store, job_type: str, context: Any, *, where: str = "context") -> dict[str, str | float]:
-    """A request's context as the job type's stored runs hold its properties."""
-    conform_context(context, where=where)  # refuse bad input before the store is read
-    return conform_context(context, stored_kinds(store, [job_type])[job_type], where=where)
+def conform(
+    store: Store, job_type: str, context: Any, *, where: str = "context", physical: bool = True
+) -> dict[str, str | float]:
+    """A request's context as the job type's stored runs hold its properties; ``physical=False``
+    for one that selects stored runs (records.conform_context)."""
+    conform_context(context, where=where, physical=physical)  # refuse bad input before the store is read
+    return conform_context(context, stored_kinds(store, [job_type])[job_type], where=where, physical=physical)
 
 
 def prepare(store: Store, runs: Any) -> list[dict[str, Any]]:
@@ -140,7 +143,8 @@ def frame(
         if job_type is None:
             raise InvalidInputError("job_type", None, "needed to select the runs of one context")
         job_type = validate_label(job_type, "job_type")
-        fingerprint = context_fingerprint(job_type, conform(store, job_type, context))
+        # a read: the runs of a context stored before records.PHYSICAL_PROPERTIES can be found
+        fingerprint = context_fingerprint(job_type, conform(store, job_type, context, physical=False))
     return read_frame(store, job_type, successful_only=successful_only, fingerprint=fingerprint)
 
 

@@ -275,7 +275,7 @@ def parse_properties(value: Any, field: str = "properties", where: str | None = 
                 f"{field}.{key}", item, "is not a context property (it is set by sizing)", where=where
             )
         if not is_template(item):
-            conform_property(item, None, field=f"{field}.{key}", where=where)
+            conform_property(item, None, field=f"{field}.{key}", where=where, name=key)
     return value
 
 

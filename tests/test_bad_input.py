@@ -133,6 +133,140 @@ def test_cli_set_nan_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "context.cores='nan': must be a finite number" in capsys.readouterr().err
 
 
+# --------------------------------------------------------------- D1: values no cluster can have
+
+IMPOSSIBLE = [("cores", -8), ("cores", "-8"), ("cores", 0), ("memory_mb", 0), ("memory_mb", -1.5),
+              ("data_size_mb", -5), ("data_size_mb", " -5.0 ")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "bad"), IMPOSSIBLE)
+def test_an_impossible_physical_value_is_refused_at_every_entry(tmp_path: Path, name: str, bad: Any) -> None:
+    """A node's cores or memory at or below 0, a negative input size: refused naming the field and
+    the value (``"-8"``, as Jinja renders -8, too), before anything is stored or sized."""
+    from airflow_provider_bellamy.spec import SizingSpec
+
+    b = _store(tmp_path)
+    _history(b, {**CONTEXT, "memory_mb": 16384})
+    context = {**CONTEXT, "memory_mb": 16384, name: bad}
+    field = f"context.{name}"
+    with pytest.raises(InvalidInputError, match=rf"{field}={bad!r}: is .*: must be [>=]+ 0") as err:
+        b.record_run(job_type="grep", framework="spark", scale_out=2, runtime_s=1.0, context=context)
+    assert (err.value.field, err.value.value) == (field, bad)
+    with pytest.raises(InvalidInputError) as err:
+        b.record_runs(
+            [{"job_type": "grep", "framework": "spark", "scale_out": 2, "runtime_s": 1.0, **context}]
+        )
+    assert (err.value.field, err.value.value) == (field, bad)
+    # a job type with no runs yet: no stored kind to convert to, refused all the same
+    with pytest.raises(InvalidInputError) as err:
+        b.record_run(job_type="new", framework="spark", scale_out=2, runtime_s=1.0, context=context)
+    assert err.value.field == field
+    for call in (b.predict, lambda *a: b.size(*a, 300.0)):
+        with pytest.raises(InvalidInputError) as err:
+            call("grep", context, [2, 4])
+        assert (err.value.field, err.value.value) == (field, bad)
+    # the operators' and pipeline files' parser, after templates render
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse({"job_type": "grep", "scale_outs": [2, 4], "properties": context})
+    assert (err.value.field, err.value.value) == (f"properties.{name}", bad)
+    assert b.count_runs() == 3 and b.list_decisions() == []
+
+
+def test_zero_input_is_a_size_but_no_node_has_zero_cores(tmp_path: Path) -> None:
+    """A job that reads nothing (it generates its data) has data_size_mb 0; its ratios are 0."""
+    from airflow_provider_bellamy.model.features import context_of
+
+    b = _store(tmp_path)
+    context = {**CONTEXT, "memory_mb": 16384, "data_size_mb": 0}
+    b.record_run(job_type="gen", framework="spark", scale_out=2, runtime_s=1.0, context=context)
+    stored = b.runs_frame("gen").iloc[0]
+    assert stored["data_size_mb"] == 0.0
+    derived = context_of(
+        "gen", {k: stored[k] for k in ("machine_type", "cores", "memory_mb", "data_size_mb")}
+    )
+    assert derived["data_per_core_mb"] == 0.0 and derived["data_per_node_memory"] == 0.0
+
+
+def test_every_derived_ratio_input_is_a_checked_physical_property() -> None:
+    """A ratio's input the rule forgot would again be dropped without a word."""
+    from airflow_provider_bellamy.model.features import DERIVED
+    from airflow_provider_bellamy.records import PHYSICAL_PROPERTIES
+
+    assert {name for pair in DERIVED.values() for name in pair} <= set(PHYSICAL_PROPERTIES)
+    for _numerator, denominator in DERIVED.values():
+        least, inclusive, _ = PHYSICAL_PROPERTIES[denominator]
+        assert least >= 0 and not inclusive  # a denominator is never 0
+
+
+def test_cli_refuses_an_impossible_value_in_size_and_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    _history(Bellamy(url))
+    args = ["--store-url", url, "size", "grep", "--scale-outs", "2,4,8", "--target", "300"]
+    assert (
+        main([*args, "--set", "machine_type=m5.xlarge", "--set", "cores=-8", "--set", "data_size_mb=2048"])
+        == 2
+    )
+    assert "context.cores='-8': is a node's cores: must be > 0" in capsys.readouterr().err
+    runs = tmp_path / "runs.csv"
+    runs.write_text(HEADER + "grep,spark,2,400,m5.xlarge,8,2048\ngrep,spark,4,220,m5.xlarge,8,-2048\n")
+    assert main(["--store-url", url, "history", "import", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert f"{runs} line 3: context.data_size_mb=-2048" in err and "must be >= 0" in err
+    assert Bellamy(url).count_runs() == 3  # nothing of the file stored
+
+
+def test_a_pipeline_file_with_an_impossible_value_is_refused_naming_its_key(tmp_path: Path) -> None:
+    from airflow_provider_bellamy.config import load_pipeline_config
+
+    path = tmp_path / "jobs.yaml"
+    path.write_text(
+        "jobs:\n  grep:\n    framework: spark\n    scale_out: [2, 4, 8]\n    target: 300\n"
+        "    properties: {machine_type: m5.xlarge, memory_mb: 0, data_size_mb: 2048}\n"
+    )
+    with pytest.raises(InvalidInputError) as err:
+        load_pipeline_config(path)
+    assert err.value.value == 0 and "memory_mb" in err.value.field
+    assert "must be > 0" in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_store_holding_an_impossible_value_still_reads_and_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loses nothing already stored: runs recorded before the rule (written here with it switched
+    off, as an older version wrote them) are read, trained on and exported; only new input is checked."""
+    import pandas as pd
+
+    from airflow_provider_bellamy import records
+    from airflow_provider_bellamy.datasets import load_traces
+    from airflow_provider_bellamy.model import TrainingConfig
+
+    b = _store(tmp_path)
+    sort = load_traces("c3o", job_type="sort")
+    first = sort[sort["machine_type"] == sort["machine_type"].iloc[0]].head(40)
+    b.record_runs(first)
+    old = first.head(6).assign(cores=-8.0, memory_mb=0.0, data_size_mb=-5.0)
+    with monkeypatch.context() as m:
+        m.setattr(records, "PHYSICAL_PROPERTIES", {})
+        b.record_runs(old)
+    assert b.count_runs() == 46
+    frame = b.runs_frame("sort")
+    assert (frame["cores"] == -8.0).sum() == 6
+    stored = {k: old.iloc[0][k] for k in records.context_columns(old.columns) if pd.notna(old.iloc[0][k])}
+    found = b.runs_frame("sort", context=stored)  # its runs can still be found by their context
+    assert len(found) >= 1 and (found["cores"] == -8.0).all()
+    (report,) = b.train("sort", config=TrainingConfig(members=2, max_epochs=30, min_epochs=5, patience=5))
+    assert report.outcome == "promoted"
+    context = {
+        k: first.iloc[0][k] for k in records.context_columns(first.columns) if pd.notna(first.iloc[0][k])
+    }
+    assert b.predict("sort", context, [2, 4]).mean_s
+    b.export_runs(tmp_path / "all.csv")
+    with pytest.raises(InvalidInputError, match=r"context.cores=-8"):
+        b.record_runs(old.assign(cores=-8))
+
+
 # ---------------------------------------------------------------------------- D2: wrong types
 
 

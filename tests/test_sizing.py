@@ -243,6 +243,16 @@ def test_confidence_below_one_half_is_refused_naming_why() -> None:
     assert validate_confidence(0.5) == 0.5
 
 
+@pytest.mark.parametrize("bad", [1, 1.0, 1.5, float("inf")])
+def test_confidence_of_one_or_more_is_refused_for_its_own_reason(bad: float) -> None:
+    # at q = 1 the band has no upper bound; the inversion below 0.5 is not why
+    with pytest.raises(InvalidInputError, match=r"confidence=.*unbounded") as err:
+        validate_confidence(bad)
+    assert "lower bound would pass" not in str(err.value)
+    assert err.value.field == "confidence"
+    assert err.value.value == bad
+
+
 @pytest.mark.parametrize(
     ("q", "text"),
     [(0.9, "90%"), (0.925, "92.5%"), (0.999, "99.9%"), (0.999999, "99.9999%"), (0.998081, "99.8%")],

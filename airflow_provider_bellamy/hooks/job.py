@@ -37,6 +37,7 @@ from airflow_provider_bellamy.hooks.job_status import (
     validate_endpoint,
     validate_kind,
 )
+from airflow_provider_bellamy.spec import parse_duration
 
 T = TypeVar("T")
 S = TypeVar("S", bound="_HasState")
@@ -117,6 +118,16 @@ def _new_async_client(timeout_s: float) -> Any:
     return httpx.AsyncClient(timeout=timeout_s, follow_redirects=True)
 
 
+# How long a wait rides out an endpoint that fails (UnreachableGrace), unless its task says otherwise.
+DEFAULT_UNREACHABLE_GRACE_S = 60.0
+
+
+def parse_unreachable_grace(value: Any) -> float:
+    """``unreachable_grace_s`` as every waiting task takes it (a number, a ``timedelta``, a
+    duration's text as a template renders it: ``"30"``, ``"2m"``); 0 fails at the first error."""
+    return parse_duration(value, "unreachable_grace_s", allow_zero=True)
+
+
 class UnreachableGrace:
     """The one rule of every wait for an endpoint that is unreachable or answers no status that
     parses (``JobEndpointUnreachableError``, ``JobAnswerUnparsedError``): ask again until it has
@@ -156,7 +167,7 @@ def wait_until_terminal(
     timeout_s: float | None = None,
     on_poll: Callable[[S], None] | None = None,
     log: Any = None,
-    unreachable_grace_s: float = 60.0,
+    unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
 ) -> S:
     """Call ``get`` every ``poll_interval_s`` until what it returns is terminal.
 
@@ -261,7 +272,7 @@ class JobStatusHook(BaseHook):
         poll_interval_s: float,
         timeout_s: float | None = None,
         on_poll: Callable[[JobStatus], None] | None = None,
-        unreachable_grace_s: float = 60.0,
+        unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
     ) -> JobStatus:
         """Poll until the job has ended; ``TimeoutError`` past ``timeout_s``, the endpoint's
         error once it has been unreachable for ``unreachable_grace_s`` (see

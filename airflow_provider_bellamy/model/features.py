@@ -310,6 +310,8 @@ def context_of(job_type: str, record: Mapping[str, object]) -> dict[str, str | f
     ctx["job_type"] = job_type
     for name, (numerator, denominator) in DERIVED.items():
         top, bottom = ctx.get(numerator), ctx.get(denominator)
+        # new input is refused at or below 0 (records.PHYSICAL_PROPERTIES); a run stored before
+        # that rule may hold such a value and trains without the ratio rather than fail
         if isinstance(top, float) and isinstance(bottom, float) and bottom > 0:
             ctx[name] = top / bottom
     return ctx

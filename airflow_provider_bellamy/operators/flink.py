@@ -35,6 +35,7 @@ from airflow.sdk import BaseOperator
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import InvalidInputError, JobFailedError
 from airflow_provider_bellamy.hooks.flink import FlinkHook
+from airflow_provider_bellamy.hooks.job import DEFAULT_UNREACHABLE_GRACE_S, parse_unreachable_grace
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
     BellamySizingMixin,
@@ -79,9 +80,19 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
     :param reattach: on a retry, wait for the earlier try's job when it is still running or
         has finished, instead of submitting again.
     :param cancel_on_kill: cancel the Flink job when the task is killed.
+    :param unreachable_grace_s: how long the JobManager may stay unreachable, or answer no status
+        that parses, during the wait before the task fails with its error (default 60 s;
+        templated; 0: at the first error), in the blocking and the deferred wait alike, as
+        ``BellamyJobSensor`` takes it. Past ``job_timeout_s`` the error is raised at once.
     """
 
-    template_fields: Sequence[str] = (*SIZING_TEMPLATE_FIELDS, "application", "application_args", "conf")
+    template_fields: Sequence[str] = (
+        *SIZING_TEMPLATE_FIELDS,
+        "application",
+        "application_args",
+        "conf",
+        "unreachable_grace_s",
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {"properties": "json", "conf": "json"}
     ui_color = "#f6e3f0"
     _bellamy_records_itself: ClassVar[bool] = True
@@ -105,6 +116,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         reattach: bool = True,
         cancel_on_kill: bool = True,
         record: bool = True,
+        unreachable_grace_s: float | dt.timedelta | str = DEFAULT_UNREACHABLE_GRACE_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -126,6 +138,12 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         self.poll_interval_s = parse_duration(poll_interval_s, "poll_interval_s")
         self.job_timeout_s = None if job_timeout_s is None else parse_duration(job_timeout_s, "job_timeout_s")
         self.submit_timeout_s = parse_duration(submit_timeout_s, "submit_timeout_s")
+        # "30" (a rendered template) is 30; "abc" or -1 fails the DAG at parse, a template once rendered
+        self.unreachable_grace_s: Any = (
+            unreachable_grace_s
+            if is_template(unreachable_grace_s)
+            else parse_unreachable_grace(unreachable_grace_s)
+        )
         self.reattach = reattach
         self.cancel_on_kill = cancel_on_kill
         # Without the wait there is no runtime to record here: the sensor records it.
@@ -167,6 +185,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         # as rendered (text, without render_template_as_native_obj): before anything is stored
         application_args = parse_argument_list(self.application_args)
         conf = parse_conf(self.conf, "conf")
+        self.unreachable_grace_s = parse_unreachable_grace(self.unreachable_grace_s)
         # Reachability first: a dead JobManager must fail the task before sizing stores a decision.
         free, total = hook.free_slots()
         previous, job_id = self._previous_job(hook, context)
@@ -266,6 +285,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         reattached: bool,
     ) -> dict[str, Any] | None:
         hook = self._flink_hook()
+        grace_s = parse_unreachable_grace(self.unreachable_grace_s)  # parsed once rendered, in execute
         if self.deferrable:
             from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
 
@@ -281,6 +301,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
                     endpoint=hook.rest_url,
                     poll_interval_s=self.poll_interval_s,
                     deadline_at=deadline_at,
+                    unreachable_grace_s=grace_s,
                 ),
                 method_name="execute_complete",
                 kwargs={
@@ -292,7 +313,10 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             )
         try:
             status = hook.job_status_hook().wait_for_status(
-                job_id, poll_interval_s=self.poll_interval_s, timeout_s=self.job_timeout_s
+                job_id,
+                poll_interval_s=self.poll_interval_s,
+                timeout_s=self.job_timeout_s,
+                unreachable_grace_s=grace_s,
             )
         except TimeoutError:
             self._leave_running_job_to_retry(context, job_id)

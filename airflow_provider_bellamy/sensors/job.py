@@ -27,7 +27,12 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_provider_bellamy.exceptions import InvalidInputError, JobEndpointUnreachableError, JobFailedError
-from airflow_provider_bellamy.hooks.job import JobStatusHook, UnreachableGrace
+from airflow_provider_bellamy.hooks.job import (
+    DEFAULT_UNREACHABLE_GRACE_S,
+    JobStatusHook,
+    UnreachableGrace,
+    parse_unreachable_grace,
+)
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, validate_endpoint, validate_kind
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
 from airflow_provider_bellamy.records import validate_scale_out
@@ -45,10 +50,6 @@ BellamyJobFailedError = JobFailedError
 # Task state store key (Airflow 3.3, kept across reschedules) of when the status endpoint first
 # failed in this try: each reschedule-mode poke is a process of its own, and the grace spans them.
 UNREACHABLE_STATE_KEY = "bellamy_unreachable_since"
-
-
-def _grace_s(value: Any) -> float:
-    return parse_duration(value, "unreachable_grace_s", allow_zero=True)
 
 
 class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
@@ -95,7 +96,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         fail_on_job_failure: bool = True,
         deferrable: bool = False,
         request_timeout_s: float | dt.timedelta | str = 10.0,
-        unreachable_grace_s: float | dt.timedelta | str = 60.0,
+        unreachable_grace_s: float | dt.timedelta | str = DEFAULT_UNREACHABLE_GRACE_S,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -130,7 +131,9 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         self.request_timeout_s = parse_duration(request_timeout_s, "request_timeout_s")
         # "30" (a rendered template) is 30; "abc" or -1 fails the DAG at parse, a template once rendered
         self.unreachable_grace_s: Any = (
-            unreachable_grace_s if is_template(unreachable_grace_s) else _grace_s(unreachable_grace_s)
+            unreachable_grace_s
+            if is_template(unreachable_grace_s)
+            else parse_unreachable_grace(unreachable_grace_s)
         )
         # poke mode's grace, for the try it counts in (reschedule mode keeps it in the state store)
         self._grace: tuple[Any, UnreachableGrace] | None = None
@@ -179,7 +182,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
     def _unreachable_grace(self, context: Context) -> UnreachableGrace:
         """This try's grace for an endpoint that fails: in poke mode held by the sensor across its
         pokes; in reschedule mode read back from the task state store, on the wall clock."""
-        grace_s = _grace_s(self.unreachable_grace_s)
+        grace_s = parse_unreachable_grace(self.unreachable_grace_s)
         try_number = getattr(context["ti"], "try_number", None)
         store = context.get("task_state_store") if self.reschedule else None
         if store is not None:
@@ -210,7 +213,7 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         from airflow_provider_bellamy.triggers.job import BellamyJobTrigger
 
         kind, job_id, endpoint = self._resolve(context)
-        grace_s = _grace_s(self.unreachable_grace_s)
+        grace_s = parse_unreachable_grace(self.unreachable_grace_s)
         try:
             status = self._status_hook(kind, endpoint).get_status(job_id)
         except JobEndpointUnreachableError as exc:

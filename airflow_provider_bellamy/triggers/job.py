@@ -18,9 +18,13 @@ from airflow_provider_bellamy.exceptions import (
     JobAnswerUnparsedError,
     JobEndpointUnreachableError,
 )
-from airflow_provider_bellamy.hooks.job import JobStatusHook, UnreachableGrace
+from airflow_provider_bellamy.hooks.job import (
+    DEFAULT_UNREACHABLE_GRACE_S,
+    JobStatusHook,
+    UnreachableGrace,
+    parse_unreachable_grace,
+)
 from airflow_provider_bellamy.hooks.job_status import JOB_KINDS, JobStatus, validate_endpoint, validate_kind
-from airflow_provider_bellamy.spec import parse_duration
 
 __all__ = ["JOB_KINDS", "BellamyJobTrigger", "JobStatus", "validate_endpoint", "validate_kind"]
 
@@ -91,7 +95,7 @@ class BellamyJobTrigger(BaseTrigger):
         endpoint: str,
         poll_interval_s: float = 5.0,
         deadline_at: str | None = None,
-        unreachable_grace_s: float = 60.0,
+        unreachable_grace_s: float = DEFAULT_UNREACHABLE_GRACE_S,
         request_timeout_s: float = 10.0,
     ) -> None:
         super().__init__()
@@ -104,7 +108,7 @@ class BellamyJobTrigger(BaseTrigger):
         # An absolute time, not a duration: a triggerer restart must not extend the wait.
         self.deadline_at = deadline_at
         self._deadline = _parse_deadline(deadline_at)
-        self.unreachable_grace_s = parse_duration(unreachable_grace_s, "unreachable_grace_s", allow_zero=True)
+        self.unreachable_grace_s = parse_unreachable_grace(unreachable_grace_s)
         self.request_timeout_s = float(request_timeout_s)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:

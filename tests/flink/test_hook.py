@@ -127,7 +127,7 @@ def test_parallelism_above_free_slots_is_refused(flink_cluster) -> None:
 def test_failing_job_reports_flinks_cause(flink_cluster, tmp_path) -> None:
     hook = FlinkHook(None, rest_url=flink_cluster.rest_url, flink_bin=str(flink_cluster.flink_bin))
     job_id = uuid.uuid4().hex
-    submitted = hook.submit(str(FAILING), 1, application_args=[str(tmp_path / "out")], job_id=job_id)
+    submitted = hook.submit(str(FAILING), 1, application_args=[str(tmp_path / "run1")], job_id=job_id)
     assert submitted == job_id  # the deterministic id is honoured
     job = hook.wait_for_job(job_id, poll_interval_s=0.5, timeout_s=120)
     assert job.state == "FAILED" and not job.succeeded
@@ -136,7 +136,7 @@ def test_failing_job_reports_flinks_cause(flink_cluster, tmp_path) -> None:
     assert "\tat " not in cause
     # The same id cannot be submitted twice: Flink itself refuses.
     with pytest.raises(FlinkSubmissionError, match="already been submitted"):
-        hook.submit(str(FAILING), 1, application_args=[str(tmp_path / "out2")], job_id=job_id)
+        hook.submit(str(FAILING), 1, application_args=[str(tmp_path / "run2")], job_id=job_id)
 
 
 def test_summarize_exceptions_of_older_flink() -> None:

@@ -98,6 +98,7 @@ def test_bad_inputs_fail_the_task_before_submission_and_a_failing_job_is_recorde
         BellamyFlinkOperator(
             task_id="fails_in_flink",
             application=FAILING,
+            application_args=[str(tmp_path / "failing")],  # its input and output: gone with tmp_path
             scale_outs=[1],
             flink_conn_id=flink_conn_id,
             **common,
