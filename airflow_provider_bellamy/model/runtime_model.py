@@ -836,9 +836,11 @@ class RuntimeModel:
         the members' mean curve (for a context with a nearest curve, blended with it, and below its
         smallest run that curve's shape: ``_nearest_blend``), blended with
         the context's parametric curve by the share fine-tuning gave it, plus the residual
-        correction towards the context's own runs (``finetuning.tuned_log_runtime``). ``ext``: the
-        context's ``signals``, where the caller has them already; ``corrected`` False: without
-        the residual correction."""
+        correction towards the context's own runs (``finetuning.tuned_log_runtime``), mixed in log
+        space with its twins' curve by the twin's weight where it has one (``_known_twin``).
+        ``ext``: the context's ``signals``, where the caller has them already; ``corrected``
+        False: without the residual correction nor the twin (the curve the runs' residuals are
+        measured from)."""
         tuned = self._tuned_for(ctx)
         network = self._network_log(ctx, ns)
         if tuned is None:
