@@ -175,7 +175,7 @@ def pseudo_bma_weight(
 
 
 def twin_prior(misfit: float, run_sd: float) -> float:
-    """The prior probability that a known context's twin (``twin_log_runtime``) draws its curve
+    """The prior probability that a known context's twin (``twin_curve``) draws its curve
     better than the tuned network: only a measured curve the head's basis cannot draw within the
     training runs' own noise (``misfit``, ``basis_misfit``; ``run_sd``, calibration's noise_sd)
     claims a shape the network lacks (s21's ×1.8 memory-spill step), and then the two start even
@@ -456,7 +456,7 @@ def fit_context(
     ``robust=False``: every run keeps its weight (no ``straggler_weights``; calibration's choice
     of the settings, see ``calibration.calibrate``).
     ``twin`` [B,K] (log runtime at the runs, NaN for none): a known context's twin's measured
-    curve (``twin_log_runtime``), moved to the runs' level. Where a context has runs at ≥
+    curve (``twin_curve``), moved to the runs' level. Where a context has runs at ≥
     MIN_SCALE_OUTS_TO_COMPARE scale-outs, each left-out scale-out is predicted by it at the other
     runs' mean level, and its leave-one-scale-out error weighs it against the blend's, as the
     parametric curve is weighed (``pseudo_bma_weight``, prior ``twin_prior``): ``twin_weight``.
