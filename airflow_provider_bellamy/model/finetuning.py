@@ -9,6 +9,7 @@ held-out contexts at once (calibration), without torch.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -161,7 +162,12 @@ OTHER_ENVIRONMENT_PARAMETRIC_PRIOR = 0.5
 # With fewer distinct scale-outs a leave-one-out fit of the parametric curve is one or two
 # points: its error says nothing about its shape.
 MIN_SCALE_OUTS_TO_COMPARE = 3
-_SUPPORTS = [s for r in range(1, 5) for s in itertools.combinations(range(4), r)]
+
+
+@functools.cache
+def _supports(p: int) -> tuple[tuple[int, ...], ...]:
+    """Every non-empty set of ``p`` columns, smallest first."""
+    return tuple(s for r in range(1, p + 1) for s in itertools.combinations(range(p), r))
 
 
 def pseudo_bma_weight(
@@ -187,10 +193,9 @@ def basis_misfit(basis: np.ndarray, log_runtime: np.ndarray) -> float:
     """RMS log misfit of the best non-negative mix of ``basis``'s columns [K, F] (the head's
     scale-out basis at a curve's scale-outs) to the measured mean curve ``log_runtime`` [K]:
     exact NNLS of the relative error, which is the log error to first order."""
-    from scipy.optimize import nnls  # (fine-tuning only: not on the sizing path's imports)
-
     runtime = np.exp(np.asarray(log_runtime, dtype=np.float64))
-    mix, _ = nnls(basis / runtime[:, None], np.ones_like(runtime))
+    relative = (np.asarray(basis, dtype=np.float64) / runtime[:, None])[None]
+    mix = fit_nonnegative(relative, np.ones((1, len(runtime))), np.ones((1, len(runtime))))[0]
     fitted = np.maximum(basis @ mix, 1e-12)
     return float(np.sqrt(np.mean((np.log(fitted) - log_runtime) ** 2)))
 
@@ -294,18 +299,19 @@ def tuned_log_runtime(
 
 
 def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """Exact non-negative least squares for a batch of tiny problems: x [B,K,P≤4], y, weight [B,K].
+    """Exact non-negative least squares for a batch of tiny problems: x [B,K,P], y, weight [B,K]
+    (P up to the scale-out basis' few columns: 2^P - 1 supports).
 
     The NNLS optimum is the unconstrained fit on its own support, and every feasible support
-    fit is a candidate: the best feasible one over all supports is the optimum. 15 supports,
-    each solved for the whole batch at once.
+    fit is a candidate: the best feasible one over all supports is the optimum. 15 supports for
+    Ernest's 4 terms, each solved for the whole batch at once.
     """
     b, _, p = x.shape
     xw = x * weight[..., None]
     yw = y * weight
     best = np.zeros((b, p))
     best_sse = np.full(b, np.inf)
-    for support in _SUPPORTS:
+    for support in _supports(p):
         cols = list(support)
         xs = xw[..., cols]
         scale = np.abs(xs).max(axis=1, keepdims=True)
@@ -780,7 +786,7 @@ def twin_curve(
     basis cannot draw (s21: ×1.8 once input per worker > 60 % of a node's memory) is measured
     there. (Other properties move the level, which the context's runs set, or the split of work,
     which the leave-one-scale-out weight judges.)"""
-    ratio_names = list(ratio_names)
+    ratio_names, names = list(ratio_names), list(names)
     if not ratio_names:
         return None
     twins = [
@@ -789,6 +795,9 @@ def twin_curve(
         if c["context"].get("job_type") == context.get("job_type")
         # (equal up to rounding: the same ratio of other inputs)
         and property_distance(context, c["context"], ratio_names) < 1e-9
+        # not the context itself (a store's context trains the model it is then fine-tuned in):
+        # its curve there is its runs, which would then check themselves
+        and property_distance(context, c["context"], names) > 0
     ]
     return nearest_curve(context, twins, grid, names) if twins else None
 

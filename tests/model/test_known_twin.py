@@ -93,6 +93,12 @@ def test_a_twin_has_the_same_ratios_and_none_means_none() -> None:
     assert twin_curve({"job_type": "j", "env": "c", "r": 3.0}, curves, grid, ["env"], ["r"]) is None
     # no ratio to agree in: no twin (every context would be one)
     assert twin_curve({"job_type": "j", "env": "c"}, curves, grid, ["env"], []) is None
+    # a context is not its own twin (a store's context is trained on, then fine-tuned on its runs)
+    itself = {"context": {"job_type": "j", "env": "c", "r": 2.0}, "log_runtime": [7.0, 7.0, 7.0]}
+    found = twin_curve({"job_type": "j", "env": "c", "r": 2.0}, [*curves, itself], grid, ["env"], ["r"])
+    assert found is not None
+    np.testing.assert_allclose(found[1], [3.0, 2.5, 2.0])
+    assert twin_curve({"job_type": "j", "env": "a", "r": 2.0}, curves, grid, ["env"], ["r"]) is None
 
 
 def _fit(truth: np.ndarray, twin: np.ndarray | None, ran: list[int], prior: float) -> float:
