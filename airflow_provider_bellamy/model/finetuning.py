@@ -9,6 +9,7 @@ held-out contexts at once (calibration), without torch.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -161,7 +162,42 @@ OTHER_ENVIRONMENT_PARAMETRIC_PRIOR = 0.5
 # With fewer distinct scale-outs a leave-one-out fit of the parametric curve is one or two
 # points: its error says nothing about its shape.
 MIN_SCALE_OUTS_TO_COMPARE = 3
-_SUPPORTS = [s for r in range(1, 5) for s in itertools.combinations(range(4), r)]
+
+
+@functools.cache
+def _supports(p: int) -> tuple[tuple[int, ...], ...]:
+    """Every non-empty set of ``p`` columns, smallest first."""
+    return tuple(s for r in range(1, p + 1) for s in itertools.combinations(range(p), r))
+
+
+def pseudo_bma_weight(
+    sq_kept: np.ndarray, sq_other: np.ndarray, noise_sd: float, prior: float | np.ndarray
+) -> np.ndarray:
+    """The weight of another curve against the one kept, from their leave-one-scale-out squared
+    errors at the same runs (pseudo-Bayesian model averaging: Gaussian predictive likelihoods of
+    width ``noise_sd``) and the other curve's prior probability ``prior``."""
+    log_odds = (sq_kept - sq_other) / (2 * noise_sd**2) + np.log(prior / (1 - prior))
+    return 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50)))
+
+
+def twin_prior(misfit: float, run_sd: float) -> float:
+    """The prior probability that a known context's twin (``twin_curve``) draws its curve
+    better than the tuned network: only a measured curve the head's basis cannot draw within the
+    training runs' own noise (``misfit``, ``basis_misfit``; ``run_sd``, calibration's noise_sd)
+    claims a shape the network lacks (s21's ×1.8 memory-spill step), and then the two start even
+    as a curve from another environment does; else it is one more curve from elsewhere."""
+    return OTHER_ENVIRONMENT_PARAMETRIC_PRIOR if misfit > run_sd else PARAMETRIC_PRIOR
+
+
+def basis_misfit(basis: np.ndarray, log_runtime: np.ndarray) -> float:
+    """RMS log misfit of the best non-negative mix of ``basis``'s columns [K, F] (the head's
+    scale-out basis at a curve's scale-outs) to the measured mean curve ``log_runtime`` [K]:
+    exact NNLS of the relative error, which is the log error to first order."""
+    runtime = np.exp(np.asarray(log_runtime, dtype=np.float64))
+    relative = (np.asarray(basis, dtype=np.float64) / runtime[:, None])[None]
+    mix = fit_nonnegative(relative, np.ones((1, len(runtime))), np.ones((1, len(runtime))))[0]
+    fitted = np.maximum(basis @ mix, 1e-12)
+    return float(np.sqrt(np.mean((np.log(fitted) - log_runtime) ** 2)))
 
 
 def parametric_basis(scale_outs: np.ndarray) -> np.ndarray:
@@ -263,18 +299,19 @@ def tuned_log_runtime(
 
 
 def fit_nonnegative(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """Exact non-negative least squares for a batch of tiny problems: x [B,K,P≤4], y, weight [B,K].
+    """Exact non-negative least squares for a batch of tiny problems: x [B,K,P], y, weight [B,K]
+    (P up to the scale-out basis' few columns: 2^P - 1 supports).
 
     The NNLS optimum is the unconstrained fit on its own support, and every feasible support
-    fit is a candidate: the best feasible one over all supports is the optimum. 15 supports,
-    each solved for the whole batch at once.
+    fit is a candidate: the best feasible one over all supports is the optimum. 15 supports for
+    Ernest's 4 terms, each solved for the whole batch at once.
     """
     b, _, p = x.shape
     xw = x * weight[..., None]
     yw = y * weight
     best = np.zeros((b, p))
     best_sse = np.full(b, np.inf)
-    for support in _SUPPORTS:
+    for support in _supports(p):
         cols = list(support)
         xs = xw[..., cols]
         scale = np.abs(xs).max(axis=1, keepdims=True)
@@ -377,6 +414,8 @@ class ContextFit:
     # each run's weight in the fit [B, K] (``straggler_weights``); the residual correction takes
     # a run's residual times its weight, so a straggler does not bend the curve there either
     run_weight: np.ndarray | None = None
+    # the twin's share in log space (``fit_context``'s ``twin``) [B]; 0 where none was given
+    twin_weight: np.ndarray | None = None
 
 
 def fit_context(
@@ -395,6 +434,8 @@ def fit_context(
     learned_shape: bool = True,
     shape: np.ndarray | None = None,
     robust: bool = True,
+    twin: np.ndarray | None = None,
+    twin_prior: float | np.ndarray = PARAMETRIC_PRIOR,
 ) -> ContextFit:
     """Fine-tune B contexts of M members each: h0 [B,M,F]; runs basis [B,K,F], scale_outs,
     log_y, weight [B,K] (0 = padding).
@@ -420,6 +461,12 @@ def fit_context(
     predicted by it moved to the other runs' mean level (its runs set only the level).
     ``robust=False``: every run keeps its weight (no ``straggler_weights``; calibration's choice
     of the settings, see ``calibration.calibrate``).
+    ``twin`` [B,K] (log runtime at the runs, NaN for none): a known context's twin's measured
+    curve (``twin_curve``), moved to the runs' level. Where a context has runs at ≥
+    MIN_SCALE_OUTS_TO_COMPARE scale-outs, each left-out scale-out is predicted by it at the other
+    runs' mean level, and its leave-one-scale-out error weighs it against the blend's, as the
+    parametric curve is weighed (``pseudo_bma_weight``, prior ``twin_prior``): ``twin_weight``.
+    The checks then measure the mix the prediction follows.
     """
     h0 = np.asarray(h0, dtype=np.float64)
     if robust:
@@ -458,11 +505,13 @@ def fit_context(
     # two scale-outs already tell whether the tuned curve predicts one from the other
     loo = np.array([len(v) >= 2 for v in levels])
     share, check_rms, check_count = np.zeros(b), np.zeros(b), np.zeros(b, dtype=np.int64)
+    twin_weight = np.zeros(b)
     above_rms, above_count = np.zeros(b), np.zeros(b, dtype=np.int64)
     if loo.any():
         r_network, r_parametric = np.zeros_like(log_y), np.zeros_like(log_y)
         left_out = np.zeros_like(present)
         folds = []
+        r_twin = np.zeros_like(log_y)
         for j in range(max(len(v) for v in levels)):
             left = np.array([v[j] if len(v) > j else -1 for v in levels])
             out = present & (scale_outs == left[:, None]) & loo[:, None]
@@ -482,6 +531,8 @@ def fit_context(
             r_parametric = np.where(out, parametric - log_y, r_parametric)
             left_out |= out
             folds.append((out, rest > 0, network, loo_theta))
+            if twin is not None:
+                r_twin = np.where(out, _at_level(twin, log_y, rest > 0) - log_y, r_twin)
         sq_network, sq_parametric = np.sum(r_network**2, axis=1), np.sum(r_parametric**2, axis=1)
         # A context from another environment (fine-tuning's own verdict) takes the network's
         # knowledge of shapes with it: its cliffs and overheads need not transfer, and where the
@@ -490,8 +541,7 @@ def fit_context(
         prior = PARAMETRIC_PRIOR + (OTHER_ENVIRONMENT_PARAMETRIC_PRIOR - PARAMETRIC_PRIOR) * other_environment
         if not learned_shape:
             prior = np.maximum(prior, OTHER_ENVIRONMENT_PARAMETRIC_PRIOR)
-        log_odds = (sq_network - sq_parametric) / (2 * noise_sd**2) + np.log(prior / (1 - prior))
-        share = np.where(compared, 1.0 / (1.0 + np.exp(-np.clip(log_odds, -50, 50))), 0.0)
+        share = np.where(compared, pseudo_bma_weight(sq_network, sq_parametric, noise_sd, prior), 0.0)
         blend = (1 - share[:, None]) * r_network + share[:, None] * r_parametric
         if correction is not None and correction[0] > 0:
             for out, rest, network, loo_theta in folds:
@@ -512,6 +562,22 @@ def fit_context(
                         length=correction[1],
                         noise_sd=noise_sd,
                     )
+        if twin is not None:
+            # (the same scale-outs as the parametric curve needs: a level left out of two says
+            # nothing of a shape)
+            has_twin = np.all(np.isfinite(twin) | ~present, axis=1) & np.array(
+                [len(v) >= MIN_SCALE_OUTS_TO_COMPARE for v in levels]
+            )
+            sq_blend, sq_twin = (
+                np.sum((blend * left_out) ** 2, axis=1),
+                np.sum((r_twin * left_out) ** 2, axis=1),
+            )
+            twin_weight = np.where(has_twin, pseudo_bma_weight(sq_blend, sq_twin, noise_sd, twin_prior), 0.0)
+            blend = np.where(
+                twin_weight[:, None] > 0,
+                (1 - twin_weight[:, None]) * blend + twin_weight[:, None] * r_twin,
+                blend,
+            )
         checked = left_out & (scale_outs > check_above)
         check_count = checked.sum(axis=1)
         check_rms = np.sqrt(np.sum((blend * checked) ** 2, axis=1) / np.maximum(check_count, 1))
@@ -528,7 +594,16 @@ def fit_context(
         above_check_rms=None if also_above is None else above_rms,
         above_check_count=None if also_above is None else above_count,
         run_weight=weight,
+        twin_weight=twin_weight,
     )
+
+
+def _at_level(curve: np.ndarray, log_y: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """``curve`` [B,K] moved to the mean level of the runs ``used`` [B,K] (NaN stays NaN)."""
+    level = np.sum(np.where(used, log_y - np.nan_to_num(curve), 0.0), axis=1) / np.maximum(
+        used.sum(axis=1), 1
+    )
+    return curve + level[:, None]
 
 
 def with_replicates(
@@ -694,6 +769,37 @@ def nearest_curve(
     log_n = log_grid[common]
     mean = np.average(values[matters][:, common], axis=0, weights=weight[matters])
     return log_n, mean
+
+
+def twin_curve(
+    context: Mapping[str, str | float],
+    curves: Sequence[Mapping[str, Any]],
+    grid: Sequence[float],
+    names: Iterable[str],
+    ratio_names: Iterable[str],
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a context the model knows: (log scale-outs, mean log runtime) of its twins, the training
+    contexts of its job whose ``ratio_names`` (``features.DERIVED`` ratios the context gives: input
+    per node's memory, per core) equal its own, weighted by how near they lie in ``names``
+    (``nearest_curve``); None without one. Equal ratios put the same input on a worker at every
+    scale-out, so a memory spill sets in at the same scale-out: the step a positive mix of the
+    basis cannot draw (s21: ×1.8 once input per worker > 60 % of a node's memory) is measured
+    there. (Other properties move the level, which the context's runs set, or the split of work,
+    which the leave-one-scale-out weight judges.)"""
+    ratio_names, names = list(ratio_names), list(names)
+    if not ratio_names:
+        return None
+    twins = [
+        c
+        for c in curves
+        if c["context"].get("job_type") == context.get("job_type")
+        # (equal up to rounding: the same ratio of other inputs)
+        and property_distance(context, c["context"], ratio_names) < 1e-9
+        # not the context itself (a store's context trains the model it is then fine-tuned in):
+        # its curve there is its runs, which would then check themselves
+        and property_distance(context, c["context"], names) > 0
+    ]
+    return nearest_curve(context, twins, grid, names) if twins else None
 
 
 def _aligned_curve(

@@ -47,7 +47,9 @@ from airflow_provider_bellamy.model.features import (
 from airflow_provider_bellamy.model.finetuning import (
     ALIGNMENTS,
     OTHER_ENVIRONMENT_PRIOR,
+    PARAMETRIC_PRIOR,
     UNSEEN_VALUE_PRIOR,
+    basis_misfit,
     combine_nearest,
     fit_context,
     nearest_curve,
@@ -58,6 +60,8 @@ from airflow_provider_bellamy.model.finetuning import (
     replicate_checks,
     superlinear_rise,
     tuned_log_runtime,
+    twin_curve,
+    twin_prior,
     with_replicates,
 )
 from airflow_provider_bellamy.model.held_out import (
@@ -452,6 +456,7 @@ class RuntimeModel:
         outside = band_sources(self, ext)[2]
         ns = frame["scale_out"].to_numpy()
         log_y = np.log(frame["runtime_s"].to_numpy(dtype=np.float64))
+        known_twin = self._known_twin(ctx, ns)
         fit = fit_context(
             h0[None],
             scale_out_basis(ns, self._steep_floor)[None],
@@ -475,6 +480,9 @@ class RuntimeModel:
             learned_shape=not (outside and ext.guessing),
             # a twin's measured curve is what the prediction follows (``_nearest_for``)
             shape=None if (twin := self._twin_log(ctx, ns)) is None else twin[None],
+            # a known context's twins' curve, weighed against the tuned one (``_known_twin``)
+            twin=None if known_twin is None else known_twin[2][None],
+            twin_prior=PARAMETRIC_PRIOR if known_twin is None else known_twin[3],
         )
         check_rms, check_count = float(fit.check_rms[0]), int(fit.check_count[0])
         above_checks = None
@@ -506,7 +514,14 @@ class RuntimeModel:
         residuals = tuple(
             (float(n), float(r)) for n, r in zip(ns, (log_y - curve) * fit.run_weight[0], strict=True)
         )
-        return self._copy(replace(part, run_residuals=residuals))
+        # (after the residuals: the residual correction bends the tuned curve, the twin is mixed in after)
+        twin_part = None
+        if known_twin is not None and (share := float(fit.twin_weight[0])) > 0:
+            log_n, log_runtime, at_runs, _ = known_twin
+            used = fit.run_weight[0] > 0
+            level = float(np.mean((log_y - at_runs)[used]))
+            twin_part = NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + level).tolist()), share)
+        return self._copy(replace(part, run_residuals=residuals, twin=twin_part))
 
     def _nearest_for(
         self, ctx: dict[str, str | float], tuned: RuntimeModel, ns: np.ndarray, log_y: np.ndarray
@@ -537,6 +552,31 @@ class RuntimeModel:
             refit_split=weight < 1.0,
         )
         return NearestCurve(tuple(log_n.tolist()), tuple(log_runtime.tolist()), weight)
+
+    def _known_twin(
+        self, ctx: dict[str, str | float], ns: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float] | None:
+        """For a context the model knows with twins among the training contexts
+        (``finetuning.twin_curve``): their curve (log scale-outs, mean log runtime), its log runtime
+        at ``ns`` (beyond its scale-outs the network's shape, ``nearest_log_runtime``) and its prior
+        against the tuned curve (``finetuning.twin_prior``: whether the head's basis draws it within
+        the training runs' noise); None for any other context (one with a value read as unknown
+        has ``_twin_log``)."""
+        if self.schema.unknown_properties(ctx):
+            return None
+        curves = self.metadata.get("curves") or {}
+        ratios = [p for p in DERIVED if p in self.schema.properties and ctx.get(p) is not None]
+        found = twin_curve(
+            ctx, curves.get("contexts", []), curves.get("scale_outs", []), self._nearest_names(ctx), ratios
+        )
+        if found is None:
+            return None
+        log_n, log_runtime = found
+        at = np.asarray(ns, dtype=np.float64)
+        ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
+        at_runs = nearest_log_runtime(log_n, log_runtime, self._network_log(ctx, at), ends, at)
+        misfit = basis_misfit(scale_out_basis(np.exp(log_n), self._steep_floor), log_runtime)
+        return log_n, log_runtime, at_runs, twin_prior(misfit, float(self.calibration.noise_sd))
 
     def _twin_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray | None:
         """For a context with a value the model reads as unknown and a twin among the training
@@ -796,9 +836,11 @@ class RuntimeModel:
         the members' mean curve (for a context with a nearest curve, blended with it, and below its
         smallest run that curve's shape: ``_nearest_blend``), blended with
         the context's parametric curve by the share fine-tuning gave it, plus the residual
-        correction towards the context's own runs (``finetuning.tuned_log_runtime``). ``ext``: the
-        context's ``signals``, where the caller has them already; ``corrected`` False: without
-        the residual correction."""
+        correction towards the context's own runs (``finetuning.tuned_log_runtime``), mixed in log
+        space with its twins' curve by the twin's weight where it has one (``_known_twin``).
+        ``ext``: the context's ``signals``, where the caller has them already; ``corrected``
+        False: without the residual correction nor the twin (the curve the runs' residuals are
+        measured from)."""
         tuned = self._tuned_for(ctx)
         network = self._network_log(ctx, ns)
         if tuned is None:
@@ -807,6 +849,9 @@ class RuntimeModel:
         if tuned.nearest is not None:
             network, shaped = self._nearest_blend(ctx, tuned.nearest, tuned.observed_scale_outs, ns, network)
         correction = self._correction
+        # (the twin is mixed into the prediction only: ``corrected`` False is the curve the run
+        # residuals were measured from, which the band reads the runs back with)
+        twinned = corrected and tuned.twin is not None
         corrected = corrected and bool(tuned.run_residuals) and correction is not None
         curve = tuned_log_runtime(
             shaped,
@@ -817,6 +862,11 @@ class RuntimeModel:
             corrections=[correction] if corrected and correction is not None else [],
             noise_sd=self._likelihood_sd,
         )[0]
+        if twinned and tuned.twin is not None:
+            log_n, log_runtime = np.asarray(tuned.twin.log_n), np.asarray(tuned.twin.log_runtime)
+            ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
+            twin = nearest_log_runtime(log_n, log_runtime, network, ends, ns)
+            curve = (1 - tuned.twin.weight) * curve + tuned.twin.weight * twin
         return network, curve
 
     def _nearest_blend(

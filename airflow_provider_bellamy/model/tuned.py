@@ -47,7 +47,7 @@ class TunedContext:
     """What fine-tuning learned of one context: the network's correction, the context's parametric
     curve and its share, its own leave-one-scale-out check of the band, its runs' residuals (the
     residual correction's data) and, for a context the model reads values of as unknown, the
-    nearest training contexts' curve."""
+    nearest training contexts' curve; for one it knows, its twins' curve."""
 
     context: dict[str, str | float]  # as the model normalises it (predict() must see the same)
     delta: np.ndarray  # [M, F] correction of each member's head output
@@ -64,6 +64,9 @@ class TunedContext:
     # from outside it, whose check counts at every scale-out (``band.answering_scale``); None:
     # the check answers everywhere (inside, or a file from before)
     above_checks: tuple[float, int] | None = None
+    # for a context the model knows: its twins' measured curve at its runs' level, and its share in
+    # the prediction (``finetuning.twin_curve``, ``fit_context``'s twin weight); None: none, or 0
+    twin: NearestCurve | None = None
 
     @property
     def observed_scale_outs(self) -> tuple[int, ...]:
@@ -87,6 +90,7 @@ class TunedContext:
             "run_residuals": [list(pair) for pair in self.run_residuals],
             "nearest": None if self.nearest is None else self.nearest.to_dict(),
             "above_checks": None if self.above_checks is None else list(self.above_checks),
+            "twin": None if self.twin is None else self.twin.to_dict(),
         }
 
     @classmethod
@@ -109,7 +113,7 @@ class TunedContext:
             and isinstance(data["context"], dict)
         ):
             raise ValueError(f"tuned context {dict(data)}")
-        nearest = data["nearest"]
+        nearest, twin = data["nearest"], data.get("twin")
         return cls(
             context=data["context"],
             delta=delta.astype(np.float64),
@@ -120,4 +124,5 @@ class TunedContext:
             run_residuals=residuals,
             nearest=None if nearest is None else NearestCurve.from_dict(nearest),
             above_checks=above_checks,
+            twin=None if twin is None else NearestCurve.from_dict(twin),
         )
