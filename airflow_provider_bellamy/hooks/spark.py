@@ -52,6 +52,15 @@ READABLE_EVENT_LOG_CONF = {"spark.eventLog.compress": "false", "spark.eventLog.r
 
 
 @dataclasses.dataclass(frozen=True)
+class EventLogPlace:
+    """Where a client-mode application's event log is read from: the user's local directory, or
+    one written for this try (``temporary``: every log in it is the application's, removed after)."""
+
+    directory: Path
+    temporary: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class EventLogSetting:
     """The event logging a submission's Spark conf and defaults file give, as far as they say."""
 
@@ -219,12 +228,12 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         history_server_url: str | None = None,
         standalone: bool = False,
         sampler: MasterGrantSampler | None = None,
-        event_log_dir: Path | None = None,
+        event_log: EventLogPlace | None = None,
         fallback: ObservedRun,
     ) -> ObservedRun:
         """A finished application's own timing when Spark reports it: a history server's attempt
         and executor add times, else the standalone master's duration split by the sampled
-        grants, else its event log in ``event_log_dir`` (client deploy mode: the driver wrote it
+        grants, else its event log in ``event_log`` (client deploy mode: the driver wrote it
         on this machine), else ``fallback`` (spark-submit's wall time).
 
         The job has ended when this is called: a source whose answer does not parse (a partial
@@ -283,13 +292,11 @@ class BellamySparkSubmitHook(SparkSubmitHook):
                 observed = self._read_figures(master.where, unread, from_master)
                 if observed is not None:
                     return _noting(observed, unread)
-        if event_log_dir is not None:
-            where = f"the event log in {event_log_dir}"
+        if event_log is not None:
+            where = f"the event log in {event_log.directory}"
             try:
-                if app_id is None:
-                    raise EventLogUnreadableError("spark-submit logged no application id")
                 observed = self.read_event_log(
-                    event_log_dir, app_id, requested=requested, executor_cores=executor_cores
+                    event_log, app_id, requested=requested, executor_cores=executor_cores
                 )
                 return _noting(observed, unread)
             except EventLogUnreadableError as exc:
@@ -303,18 +310,13 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         (``--properties-file``, ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` or the Spark home):
         ``--conf`` overrides that file, so a log the user has there must not be redirected."""
         keys = ("spark.eventLog.enabled", "spark.eventLog.dir")
-        if any(k in conf for k in keys):
-            enabled = conf.get("spark.eventLog.enabled")
-            return EventLogSetting(_spark_bool(enabled), _text(conf.get("spark.eventLog.dir")), "conf")
-        for path in self._spark_properties_files():
-            props = _read_properties(path)
-            if any(k in props for k in keys):
-                return EventLogSetting(
-                    _spark_bool(props.get("spark.eventLog.enabled")),
-                    props.get("spark.eventLog.dir"),
-                    str(path),
-                )
-        return EventLogSetting(None, None, "nowhere")
+        files = self._spark_properties_files()
+        # spark-submit reads one properties file; --conf entries override its keys one by one
+        merged = {**(_read_properties(files[0]) if files else {}), **conf}
+        where = "conf" if any(k in conf for k in keys) else (str(files[0]) if files else "nowhere")
+        return EventLogSetting(
+            _spark_bool(merged.get("spark.eventLog.enabled")), _text(merged.get("spark.eventLog.dir")), where
+        )
 
     def _spark_properties_files(self) -> list[Path]:
         """The properties files spark-submit may read, the ones that exist."""
@@ -330,18 +332,22 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         return [p for p in dict.fromkeys(found) if p.is_file()]
 
     def read_event_log(
-        self, directory: Path, app_id: str, *, requested: int, executor_cores: int
+        self, place: EventLogPlace, app_id: str | None, *, requested: int, executor_cores: int
     ) -> ObservedRun:
-        """The application's figures from its event log in ``directory`` (a single file or a
-        rolling log's directory, by application id). Raises ``EventLogUnreadableError`` naming
+        """The application's figures from its event log in ``place`` (a single file or a
+        rolling log's directory, by application id; in a temporary directory, without an id,
+        the one log there: spark-submit logs no id on some masters, Kubernetes'). Raises ``EventLogUnreadableError`` naming
         why when there is none, it is compressed, or it is not whole; its content is never
         logged or quoted (it holds the application's conf, credentials included)."""
+        if app_id is None and not place.temporary:
+            raise EventLogUnreadableError("spark-submit logged no application id to find its log by")
         try:
-            lines = _lines_of(event_log_files(directory, app_id))
-            duration_s, timing = timing_from_event_log(lines, executor_cores, app_id=app_id)
+            files = event_log_files(place.directory, app_id)
+            duration_s, timing = timing_from_event_log(_lines_of(files), executor_cores, app_id=app_id)
         except OSError as exc:
             raise EventLogUnreadableError(f"cannot read it ({type(exc).__name__}: {exc.strerror})") from None
-        return ObservedRun.of(duration_s, timing, f"event log ({app_id})", requested)
+        name = app_id or files[0].name.removesuffix(_INPROGRESS)
+        return ObservedRun.of(duration_s, timing, f"event log ({name})", requested)
 
     def _read_figures(
         self, where: str, unread: list[str], read: Callable[[], ObservedRun]
@@ -380,13 +386,16 @@ def _noting(observed: ObservedRun, unread: Sequence[str]) -> ObservedRun:
     return dataclasses.replace(observed, source=f"{observed.source} ({'; '.join(unread)})")
 
 
-def event_log_files(directory: Path, app_id: str) -> list[Path]:
+def event_log_files(directory: Path, app_id: str | None) -> list[Path]:
     """The files of ``app_id``'s event log in ``directory``, in order: ``<id>`` (``_<attempt>``,
     ``.inprogress`` while or when its driver did not finish it), or a rolling log's
-    ``eventlog_v2_<id>/events_<n>_<id>``. Raises ``EventLogUnreadableError`` when there is none
-    or it is compressed (``.<codec>``)."""
+    ``eventlog_v2_<id>/events_<n>_<id>``; with no id, the one log in ``directory``. Raises
+    ``EventLogUnreadableError`` when there is none (or, with no id, several) or it is compressed
+    (``.<codec>``)."""
 
     def of_app(name: str) -> bool:
+        if app_id is None:
+            return not name.startswith(".")  # Hadoop's .crc checksums
         return name == app_id or name.startswith((f"{app_id}.", f"{app_id}_"))
 
     try:
@@ -396,7 +405,9 @@ def event_log_files(directory: Path, app_id: str) -> list[Path]:
     except OSError as exc:
         raise EventLogUnreadableError(f"cannot list it ({type(exc).__name__}: {exc.strerror})") from None
     if chosen is None:
-        raise EventLogUnreadableError(f"no event log of {app_id} in it")
+        raise EventLogUnreadableError(f"no event log of {app_id or 'the application'} in it")
+    if app_id is None and len(found) > 1:
+        raise EventLogUnreadableError(f"{len(found)} logs in it and no application id to tell them apart")
     if chosen.is_dir():
         numbered = []
         for part in chosen.iterdir():

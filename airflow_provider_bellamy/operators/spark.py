@@ -41,7 +41,11 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
 from airflow_provider_bellamy.hooks.job_status import validate_endpoint
-from airflow_provider_bellamy.hooks.spark import READABLE_EVENT_LOG_CONF, BellamySparkSubmitHook
+from airflow_provider_bellamy.hooks.spark import (
+    READABLE_EVENT_LOG_CONF,
+    BellamySparkSubmitHook,
+    EventLogPlace,
+)
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
@@ -199,8 +203,8 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         self.record = bool(record and wait_for_completion)
         self.wait_for_completion = wait_for_completion
         self.temporary_event_log = temporary_event_log
-        # this launch's event log: (directory, written for it here) once sized
-        self._bellamy_event_log: tuple[Path, bool] | None = None
+        # where this launch's event log is read from, once sized
+        self._bellamy_event_log: EventLogPlace | None = None
 
     # -- execution ---------------------------------------------------------------
 
@@ -304,12 +308,12 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         if setting.configured:
             directory = setting.local_directory()
             if directory is not None:
-                self._bellamy_event_log = (directory, False)
+                self._bellamy_event_log = EventLogPlace(directory, temporary=False)
             return {}
         if not self.temporary_event_log or self.history_server_url or settings["kind"] == "standalone":
             return {}
         directory = Path(tempfile.gettempdir()) / f"bellamy-eventlog-{uuid.uuid4().hex}"
-        self._bellamy_event_log = (directory, True)
+        self._bellamy_event_log = EventLogPlace(directory, temporary=True)
         return {
             "spark.eventLog.enabled": "true",
             "spark.eventLog.dir": directory.as_uri(),
@@ -433,15 +437,15 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         )
 
         event_log = None if durable else self._bellamy_event_log
-        if event_log is not None and event_log[1]:
+        if event_log is not None and event_log.temporary:
             # Spark refuses to start when spark.eventLog.dir does not exist
-            os.makedirs(event_log[0], mode=0o700)
+            os.makedirs(event_log.directory, mode=0o700)
         sampler = None if durable else self._grant_sampler(settings, hook)
         try:
             return self._run_and_record(context, decision, facade, settings, reattached, sampler, event_log)
         finally:
-            if event_log is not None and event_log[1]:
-                shutil.rmtree(event_log[0], ignore_errors=True)
+            if event_log is not None and event_log.temporary:
+                shutil.rmtree(event_log.directory, ignore_errors=True)
 
     def _run_and_record(
         self,
@@ -451,7 +455,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         settings: Mapping[str, Any],
         reattached: bool,
         sampler: MasterGrantSampler | None,
-        event_log: tuple[Path, bool] | None,
+        event_log: EventLogPlace | None,
     ) -> dict[str, Any] | None:
         """spark-submit, then the run recorded with what the cluster (or the event log) reports."""
         hook = self._launch_hook()
@@ -489,7 +493,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 history_server_url=self.history_server_url,
                 standalone=settings.get("kind") == "standalone",
                 sampler=sampler,
-                event_log_dir=event_log[0] if event_log is not None else None,
+                event_log=event_log,
                 fallback=observed,
             )
         self._log_observed(status, observed)

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
-from airflow_provider_bellamy.hooks.spark import event_log_files
+from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook, EventLogPlace, event_log_files
 from airflow_provider_bellamy.hooks.spark_timing import (
     EventLogUnreadableError,
+    ObservedRun,
     timing_from_event_log,
     timing_from_history,
 )
@@ -145,8 +147,9 @@ def _plan(monkeypatch: pytest.MonkeyPatch, master: str, conf: dict[str, str] | N
 
 def test_which_event_log_a_launch_reads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no-conf"))
-    extra, (directory, temporary) = _plan(monkeypatch, "local[2]")
-    assert temporary and extra["spark.eventLog.dir"] == directory.as_uri() and not directory.exists()
+    extra, place = _plan(monkeypatch, "local[2]")
+    directory = place.directory
+    assert place.temporary and extra["spark.eventLog.dir"] == directory.as_uri() and not directory.exists()
     # Spark 4's defaults (zstd, rolling) are switched off for it: readable without a codec
     assert extra["spark.eventLog.compress"] == "false" and extra["spark.eventLog.rolling.enabled"] == "false"
     assert _plan(monkeypatch, "local[2]", temporary_event_log=False) == ({}, None)
@@ -155,7 +158,7 @@ def test_which_event_log_a_launch_reads(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert _plan(monkeypatch, "yarn", extra={"deploy-mode": "cluster"}) == ({}, None)
     # the user's: read where it is local, never redirected
     user = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{tmp_path}/ev"}
-    assert _plan(monkeypatch, "local[2]", user) == ({}, (tmp_path / "ev", False))
+    assert _plan(monkeypatch, "local[2]", user) == ({}, EventLogPlace(tmp_path / "ev", temporary=False))
     assert _plan(monkeypatch, "local[2]", {**user, "spark.eventLog.dir": "hdfs://nn/ev"}) == ({}, None)
     assert _plan(monkeypatch, "local[2]", {"spark.eventLog.enabled": "false"}) == ({}, None)
     # ... also when spark-defaults.conf sets it (--conf would override the file)
@@ -258,3 +261,46 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
     )
     assert "compressed (zstd" in compressed["runtime_source"]
     assert any(zipped.iterdir())
+
+
+def test_the_hook_reads_a_log_and_passes_over_one_that_is_not_whole(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_PLAN", connection_json("spark", host="local[2]", extra={}))
+    hook = BellamySparkSubmitHook.adopt(SparkSubmitHook(conn_id="spark_plan"))
+    (tmp_path / APP).write_text("\n".join(_log()) + "\n")
+    ours = EventLogPlace(tmp_path, temporary=True)
+    observed = hook.read_event_log(ours, APP, requested=2, executor_cores=1)
+    assert (observed.runtime_s, observed.queue_s, observed.scale_out) == pytest.approx((30.0, 3.0, 2))
+    assert observed.source == f"event log ({APP}); event log executor add times"
+    # no id logged (Kubernetes' spark-<uuid>): the one log of a directory of ours, never a user's
+    assert hook.read_event_log(ours, None, requested=2, executor_cores=1).source.startswith(
+        f"event log ({APP})"
+    )
+    with pytest.raises(EventLogUnreadableError, match="no application id"):
+        hook.read_event_log(EventLogPlace(tmp_path, temporary=False), None, requested=2, executor_cores=1)
+    (tmp_path / "local-1").write_text("")
+    with pytest.raises(EventLogUnreadableError, match="2 logs in it"):
+        hook.read_event_log(ours, None, requested=2, executor_cores=1)
+
+    # a driver killed mid-run: the wall time, the reason named, no line of the log quoted
+    (tmp_path / APP).write_text("\n".join([*_log(end=False), "s3cr3t"]))
+    wall = ObservedRun.wall_time(40.0, "wall time of spark-submit", 2, cluster_mode=False)
+    observed = hook.observe_application(
+        APP, name="grep", requested=2, executor_cores=1, event_log=ours, fallback=wall
+    )
+    assert observed.runtime_s == 40.0 and "s3cr3t" not in observed.source
+    assert (
+        observed.source
+        == f"wall time of spark-submit (the event log in {tmp_path} not read: line 8 is not a Spark listener event)"
+    )
+
+
+def test_conf_and_spark_defaults_combine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "spark-defaults.conf").write_text("spark.eventLog.enabled true\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    # --conf sets the directory, the defaults file switches logging on: both hold
+    assert _plan(monkeypatch, "local[2]", {"spark.eventLog.dir": str(tmp_path / "ev")}) == (
+        {},
+        EventLogPlace(tmp_path / "ev", temporary=False),
+    )
