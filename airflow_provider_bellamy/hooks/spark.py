@@ -334,11 +334,12 @@ class BellamySparkSubmitHook(SparkSubmitHook):
     def read_event_log(
         self, place: EventLogPlace, app_id: str | None, *, requested: int, executor_cores: int
     ) -> ObservedRun:
-        """The application's figures from its event log in ``place`` (a single file or a
-        rolling log's directory, by application id; in a temporary directory, without an id,
-        the one log there: spark-submit logs no id on some masters, Kubernetes'). Raises ``EventLogUnreadableError`` naming
-        why when there is none, it is compressed, or it is not whole; its content is never
-        logged or quoted (it holds the application's conf, credentials included)."""
+        """The application's figures from its event log in ``place`` (a single file or a rolling
+        log's directory, by application id; in a temporary directory, without an id, the one log
+        there: spark-submit logs no id on some masters, Kubernetes'). Raises
+        ``EventLogUnreadableError`` naming why when there is none, it is compressed, or it is not
+        whole; its content is never logged or quoted (it holds the application's conf,
+        credentials included)."""
         if app_id is None and not place.temporary:
             raise EventLogUnreadableError("spark-submit logged no application id to find its log by")
         try:

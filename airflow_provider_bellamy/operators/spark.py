@@ -309,6 +309,13 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             directory = setting.local_directory()
             if directory is not None:
                 self._bellamy_event_log = EventLogPlace(directory, temporary=False)
+            elif setting.enabled:
+                self.log.info(
+                    "Bellamy: the event log (spark.eventLog.dir=%s, set in %s) is not on this machine: "
+                    "the runtime is not read from it",
+                    hook.masked_args([setting.directory])[0],  # an s3a://key:secret@ URL
+                    setting.where,
+                )
             return {}
         if not self.temporary_event_log or self.history_server_url or settings["kind"] == "standalone":
             return {}

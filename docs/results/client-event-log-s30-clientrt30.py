@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -74,16 +75,19 @@ with (
             ]
             load_before = _load()
             t0 = time.monotonic()
-            subprocess.run(cmd, env=cluster.env(), capture_output=True, timeout=600, check=True)
+            done = subprocess.run(
+                cmd, env=cluster.env(), capture_output=True, text=True, timeout=600, check=True
+            )
             wall_s = time.monotonic() - t0
+            # the id spark-submit logs (the job names itself: --name does not stick)
+            app_id = re.search(r"\bapp-\d{14}-\d{4,}\b", done.stderr + done.stdout).group(0)  # type: ignore[union-attr]
             app = None
             for _ in range(40):
-                apps = [a for a in cluster.status().get("completedapps", []) if a.get("name") == name]
-                app = apps[0] if apps else None
+                app = cluster.completed_app(app_id=app_id)
                 if app is not None:
                     break
                 time.sleep(0.5)
-            assert app is not None, f"the master never listed {name}"
+            assert app is not None, f"the master never listed {app_id}"
             files = event_log_files(Path(events), app["id"])
             lines = files[0].read_text(encoding="utf-8").splitlines()
             log_s, timing = timing_from_event_log(lines, executor_cores=1, app_id=app["id"])
