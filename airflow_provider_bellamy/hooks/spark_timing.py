@@ -176,11 +176,16 @@ def timing_from_executors(
 ) -> RunTiming | None:
     """The split of ``start``..``end`` (epoch seconds) at the executors Spark added and removed:
     what a history server and an event log both report (the same events). The driver is no
-    executor; one reported without its cores counts ``executor_cores``."""
+    executor, except in local mode, where it is the only one and its cores are the threads the
+    job ran on (``local[n]``: n, the scale-out); its addition comes after the SparkContext's own
+    start-up, which is then no runtime either. One reported without its cores counts
+    ``executor_cores``."""
+    remote = [ex for ex in executors if ex.executor_id != "driver"]
+    local = [ex for ex in executors if ex.executor_id == "driver" and ex.cores > 0]
     events: list[tuple[float, int]] = []
-    for ex in executors:
-        if ex.executor_id == "driver":
-            continue
+    if not remote:
+        events = [(ex.added - start, ex.cores) for ex in local[:1]]
+    for ex in remote:
         cores = ex.cores or executor_cores
         weight = max(1, round(cores / max(executor_cores, 1)))
         events.append((ex.added - start, weight))

@@ -104,6 +104,24 @@ def test_an_event_log_that_is_not_whole_is_unreadable(lines: list[str], why: str
     assert "s3cr3t" not in str(raised.value)  # the log holds the conf: never quoted
 
 
+def test_a_local_mode_run_runs_from_its_drivers_threads() -> None:
+    """``local[n]``: the driver is the one executor, its n cores the scale-out; the SparkContext's
+    start-up before it is no runtime (a serial term the model would learn as work)."""
+    lines = [_log()[2], _executor("driver", T0 + 2_200, cores=2), _log()[-1]]
+    duration_s, timing = timing_from_event_log(lines, executor_cores=1)
+    assert duration_s == pytest.approx(33.0) and timing is not None
+    assert (timing.queue_s, timing.runtime_s, timing.granted) == pytest.approx((2.2, 30.8, 2))
+    # the same from a history server's answer for that log
+    history = timing_from_history(
+        {"startTime": _iso(T0), "endTime": _iso(T0 + 33_000)},
+        [{"id": "driver", "addTime": _iso(T0 + 2_200), "totalCores": 2}],
+        executor_cores=1,
+    )
+    assert history is not None and (history.queue_s, history.runtime_s, history.granted) == pytest.approx(
+        (2.2, 30.8, 2)
+    )
+
+
 def test_another_applications_log_is_unreadable() -> None:
     with pytest.raises(EventLogUnreadableError, match="another application"):
         timing_from_event_log(_log(), executor_cores=1, app_id="local-1")
@@ -244,6 +262,8 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
     )
     wall_s = (ended - started).total_seconds()
     assert 0 < runs["temporary"]["runtime_s"] < wall_s and runs["temporary"]["excluded_reason"] is None
+    # local[2]: the driver's 2 threads from the moment they were there, the SparkContext's start-up before
+    assert temporary["queue_s"] > 0 and runs["temporary"]["scale_out"] == 2
     command = xcom_value(dr, "temporary", "spark_submit_command")
     (log_dir,) = [a.split("=", 1)[1] for a in command if a.startswith("spark.eventLog.dir=")]
     assert "bellamy-eventlog-" in log_dir and not Path(log_dir.removeprefix("file://")).exists()
