@@ -347,6 +347,9 @@ class BellamySparkSubmitHook(SparkSubmitHook):
             duration_s, timing = timing_from_event_log(_lines_of(files), executor_cores, app_id=app_id)
         except OSError as exc:
             raise EventLogUnreadableError(f"cannot read it ({type(exc).__name__}: {exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            # a codec Spark names by its class rather than by a short name we know
+            raise EventLogUnreadableError(f"it is not UTF-8 text (byte {exc.start} of a line)") from None
         name = app_id or files[0].name.removesuffix(_INPROGRESS)
         return ObservedRun.of(duration_s, timing, f"event log ({name})", requested)
 

@@ -1,7 +1,8 @@
 """Client deploy mode on a local standalone master (2 workers x 1 core): for each run, the
 application's duration from its own event log (read by the operator's code: ``event_log_files``
 and ``timing_from_event_log``, with the conf the operator sets for a temporary log) against the
-master's duration of it (``completedapps``) and spark-submit's wall time.
+master's duration of it (``completedapps``), the runtime the master source records (that duration
+split by the operator's ``MasterGrantSampler``) and spark-submit's wall time.
 
 Usage: PYTHONPATH=. python docs/results/client-event-log-s30-clientrt30.py [runs per size]
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from airflow_provider_bellamy.cli._local_spark import spark_home, start_standalone_cluster
 from airflow_provider_bellamy.hooks.spark import READABLE_EVENT_LOG_CONF, event_log_files
-from airflow_provider_bellamy.hooks.spark_timing import timing_from_event_log
+from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, timing_from_event_log
 
 JOB = Path(__file__).resolve().parents[2] / "dags_examples" / "jobs" / "grep.py"
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
@@ -74,13 +75,27 @@ with (
                 "4",
             ]
             load_before = _load()
+            output = Path(events) / f"{name}.out"
+            found: list[str] = []
+
+            def app_id_so_far(output: Path = output, found: list[str] = found) -> str | None:
+                # the id spark-submit logs at registration (the job names itself: --name does not stick)
+                if not found:
+                    match = re.search(r"\bapp-\d{14}-\d{4,}\b", output.read_text(errors="replace"))
+                    found.extend([match.group(0)] if match else [])
+                return found[0] if found else None
+
+            # the operator's own sampler of the master's grants: the master source's split
+            sampler = MasterGrantSampler(fetch=cluster.status, app_id=app_id_so_far, executor_cores=1)
             t0 = time.monotonic()
-            done = subprocess.run(
-                cmd, env=cluster.env(), capture_output=True, text=True, timeout=600, check=True
-            )
+            with output.open("w") as sink:
+                proc = subprocess.Popen(cmd, env=cluster.env(), stdout=sink, stderr=subprocess.STDOUT)
+                sampler.start()
+                rc = proc.wait(timeout=600)
             wall_s = time.monotonic() - t0
-            # the id spark-submit logs (the job names itself: --name does not stick)
-            app_id = re.search(r"\bapp-\d{14}-\d{4,}\b", done.stderr + done.stdout).group(0)  # type: ignore[union-attr]
+            sampler.stop()
+            assert rc == 0, output.read_text()[-2000:]
+            app_id = app_id_so_far()
             app = None
             for _ in range(40):
                 app = cluster.completed_app(app_id=app_id)
@@ -98,6 +113,7 @@ with (
                 if "SparkListenerApplicationStart" in line[:45]
             ]
             master_s = app["duration"] / 1000
+            master_timing = sampler.timing(master_s)
             row = {
                 "executors": executors,
                 "run": i,
@@ -114,6 +130,11 @@ with (
                 "log_queue_s": round(timing.queue_s, 3) if timing else None,
                 "log_runtime_s": round(timing.runtime_s, 3) if timing else None,
                 "log_granted": timing.granted if timing else None,
+                # what the master source records (its duration split by the 0.5 s samples)
+                "master_runtime_s": round(master_timing.runtime_s, 3) if master_timing else None,
+                "log_runtime_minus_master_runtime_s": round(timing.runtime_s - master_timing.runtime_s, 3)
+                if timing and master_timing
+                else None,
                 "load_before": load_before,
                 "load_after": _load(),
             }
@@ -138,8 +159,14 @@ for executors in (1, 2):
                         "wall_minus_log_s",
                         "log_queue_s",
                         "log_runtime_s",
+                        "master_runtime_s",
+                        "log_runtime_minus_master_runtime_s",
                     )
                 },
+                "range_log_runtime_minus_master_runtime_s": [
+                    min(r["log_runtime_minus_master_runtime_s"] for r in rows),
+                    max(r["log_runtime_minus_master_runtime_s"] for r in rows),
+                ],
                 "range_log_minus_master_s": [
                     min(r["log_minus_master_s"] for r in rows),
                     max(r["log_minus_master_s"] for r in rows),

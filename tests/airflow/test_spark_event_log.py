@@ -303,6 +303,12 @@ def test_the_hook_reads_a_log_and_passes_over_one_that_is_not_whole(
     with pytest.raises(EventLogUnreadableError, match="2 logs in it"):
         hook.read_event_log(ours, None, requested=2, executor_cores=1)
 
+    # binary (a codec without a short name): passed over, not a failed task
+    (tmp_path / "local-1").unlink()
+    (tmp_path / APP).write_bytes(b"\x28\xb5\x2f\xfd\xff\xfe s3cr3t")
+    with pytest.raises(EventLogUnreadableError, match="not UTF-8"):
+        hook.read_event_log(ours, APP, requested=2, executor_cores=1)
+
     # a driver killed mid-run: the wall time, the reason named, no line of the log quoted
     (tmp_path / APP).write_text("\n".join([*_log(end=False), "s3cr3t"]))
     wall = ObservedRun.wall_time(40.0, "wall time of spark-submit", 2, cluster_mode=False)
