@@ -256,7 +256,7 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
     runs = {r["task_id"]: r for r in bellamy_store.list_runs("grep", limit=None)}
 
     temporary = xcom_value(dr, "temporary")
-    assert temporary["runtime_source"] == f"event log ({temporary['app_id']})"
+    assert temporary["runtime_source"] == f"event log ({temporary['app_id']}); event log executor add times"
     ended, started = (
         dt.datetime.fromisoformat(str(runs["temporary"][k])) for k in ("ended_at", "started_at")
     )
@@ -269,7 +269,7 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
     assert "bellamy-eventlog-" in log_dir and not Path(log_dir.removeprefix("file://")).exists()
 
     user = xcom_value(dr, "users")
-    assert user["runtime_source"] == f"event log ({user['app_id']})"
+    assert user["runtime_source"] == f"event log ({user['app_id']}); event log executor add times"
     # Spark 4 rolls it by default (rolling left on here): read from its directory, left in place
     assert (users / f"eventlog_v2_{user['app_id']}" / f"events_1_{user['app_id']}").is_file()
     command = xcom_value(dr, "users", "spark_submit_command")
