@@ -387,5 +387,5 @@ def test_spark_submits_wall_time_in_cluster_deploy_mode_is_kept_out_of_training(
         assert trained.empty
     else:
         assert result["runtime_source"].startswith("wall time of spark-submit (the event log in /")
-        assert result["runtime_source"].endswith(" not read: spark-submit logged no application id)")
+        assert result["runtime_source"].endswith(" not read: no event log of the application in it)")
         assert run["excluded_reason"] is None and len(trained) == 1
