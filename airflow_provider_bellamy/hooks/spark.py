@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
+import shutil
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
@@ -26,13 +30,56 @@ from airflow_provider_bellamy.hooks.job_status import (
     validate_endpoint,
     validate_spark_id,
 )
-from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun, timing_from_history
+from airflow_provider_bellamy.hooks.spark_timing import (
+    EventLogUnreadableError,
+    MasterGrantSampler,
+    ObservedRun,
+    timing_from_event_log,
+    timing_from_history,
+)
 
 # Standalone ("app-20240101000000-0000"), local ("local-1700000000000") and YARN ids.
 _APP_ID_RE = re.compile(r"\b(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+)\b")
 # A standalone cluster-mode driver ("driver-20240101000000-0000"), as spark-submit prints it.
 _DRIVER_ID_RE = re.compile(r"\b(driver-\d{14}-\d{4,})\b")
 _LOG_TAIL_LINES = 30
+# The event-log codecs Spark writes (spark.eventLog.compression.codec): none has a reader in
+# Python's standard library, so a compressed log is passed over, naming its codec.
+_EVENT_LOG_CODECS = ("lz4", "lzf", "snappy", "zstd")
+_INPROGRESS = ".inprogress"
+# What makes an event log this module can read: Spark 4 compresses (zstd) and rolls it by default.
+READABLE_EVENT_LOG_CONF = {"spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
+
+
+@dataclasses.dataclass(frozen=True)
+class EventLogPlace:
+    """Where a client-mode application's event log is read from: the user's local directory, or
+    one written for this try (``temporary``: every log in it is the application's, removed after)."""
+
+    directory: Path
+    temporary: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class EventLogSetting:
+    """The event logging a submission's Spark conf and defaults file give, as far as they say."""
+
+    enabled: bool | None
+    directory: str | None
+    where: str
+
+    @property
+    def configured(self) -> bool:
+        return self.enabled is not None or self.directory is not None
+
+    def local_directory(self) -> Path | None:
+        """The directory when logging is on and it is on this machine (``file:`` or a plain path)."""
+        if not self.enabled or not self.directory:
+            return None
+        url = urlsplit(self.directory)
+        if url.scheme not in ("", "file") or url.netloc not in ("", "localhost"):
+            return None
+        return Path(unquote(url.path))
 
 
 class BellamySparkSubmitHook(SparkSubmitHook):
@@ -181,11 +228,13 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         history_server_url: str | None = None,
         standalone: bool = False,
         sampler: MasterGrantSampler | None = None,
+        event_log: EventLogPlace | None = None,
         fallback: ObservedRun,
     ) -> ObservedRun:
         """A finished application's own timing when Spark reports it: a history server's attempt
         and executor add times, else the standalone master's duration split by the sampled
-        grants, else ``fallback`` (spark-submit's wall time).
+        grants, else its event log in ``event_log`` (client deploy mode: the driver wrote it
+        on this machine), else ``fallback`` (spark-submit's wall time).
 
         The job has ended when this is called: a source whose answer does not parse (a partial
         or malformed figure) is passed over for the next one, logged and named in the returned
@@ -243,7 +292,66 @@ class BellamySparkSubmitHook(SparkSubmitHook):
                 observed = self._read_figures(master.where, unread, from_master)
                 if observed is not None:
                     return _noting(observed, unread)
+        if event_log is not None:
+            where = f"the event log in {event_log.directory}"
+            try:
+                observed = self.read_event_log(
+                    event_log, app_id, requested=requested, executor_cores=executor_cores
+                )
+                return _noting(observed, unread)
+            except EventLogUnreadableError as exc:
+                note = f"{where} not read: {exc}"
+                self.log.warning("Bellamy: %s; the runtime comes from the next source", note)
+                unread.append(note)
         return _noting(fallback, unread)
+
+    def event_log_setting(self, conf: dict[str, Any]) -> EventLogSetting:
+        """Event logging as ``conf`` sets it, else as the properties file spark-submit reads
+        (``--properties-file``, ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` or the Spark home):
+        ``--conf`` overrides that file, so a log the user has there must not be redirected."""
+        keys = ("spark.eventLog.enabled", "spark.eventLog.dir")
+        files = self._spark_properties_files()
+        # spark-submit reads one properties file; --conf entries override its keys one by one
+        merged = {**(_read_properties(files[0]) if files else {}), **conf}
+        where = "conf" if any(k in conf for k in keys) else (str(files[0]) if files else "nowhere")
+        return EventLogSetting(
+            _spark_bool(merged.get("spark.eventLog.enabled")), _text(merged.get("spark.eventLog.dir")), where
+        )
+
+    def _spark_properties_files(self) -> list[Path]:
+        """The properties files spark-submit may read, the ones that exist."""
+        env = {**os.environ, **(self._env_vars or {})}
+        found: list[Path] = []
+        if self._properties_file:
+            found.append(Path(self._properties_file))
+        homes = [env.get("SPARK_CONF_DIR"), env.get("SPARK_HOME") and f"{env['SPARK_HOME']}/conf"]
+        binary = shutil.which(str(self._connection.get("spark_binary") or "spark-submit"))
+        if binary:
+            homes.append(str(Path(os.path.realpath(binary)).parent.parent / "conf"))
+        found += [Path(h) / "spark-defaults.conf" for h in homes if h]
+        return [p for p in dict.fromkeys(found) if p.is_file()]
+
+    def read_event_log(
+        self, place: EventLogPlace, app_id: str | None, *, requested: int, executor_cores: int
+    ) -> ObservedRun:
+        """The application's figures from its event log in ``place`` (a single file or a rolling
+        log's directory, by application id; in a temporary directory, without an id, the one log
+        there: spark-submit logs no id on some masters, Kubernetes'). Raises
+        ``EventLogUnreadableError`` naming why when there is none, it is compressed, or it is not
+        whole; its content is never logged or quoted (it holds the application's conf,
+        credentials included)."""
+        if app_id is None and not place.temporary:
+            raise EventLogUnreadableError("spark-submit logged no application id to find its log by")
+        try:
+            files = event_log_files(place.directory, app_id)
+            duration_s, timing = timing_from_event_log(_lines_of(files), executor_cores, app_id=app_id)
+        except OSError as exc:
+            raise EventLogUnreadableError(f"cannot read it ({type(exc).__name__}: {exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            # a codec Spark names by its class rather than by a short name we know
+            raise EventLogUnreadableError(f"it is not UTF-8 text (byte {exc.start} of a line)") from None
+        name = app_id or files[0].name.removesuffix(_INPROGRESS)
+        return ObservedRun.of(duration_s, timing, f"event log ({name})", requested)
 
     def _read_figures(
         self, where: str, unread: list[str], read: Callable[[], ObservedRun]
@@ -280,3 +388,79 @@ def _noting(observed: ObservedRun, unread: Sequence[str]) -> ObservedRun:
     if not unread:
         return observed
     return dataclasses.replace(observed, source=f"{observed.source} ({'; '.join(unread)})")
+
+
+def event_log_files(directory: Path, app_id: str | None) -> list[Path]:
+    """The files of ``app_id``'s event log in ``directory``, in order: ``<id>`` (``_<attempt>``,
+    ``.inprogress`` while or when its driver did not finish it), or a rolling log's
+    ``eventlog_v2_<id>/events_<n>_<id>``; with no id, the one log in ``directory``. Raises
+    ``EventLogUnreadableError`` when there is none (or, with no id, several) or it is compressed
+    (``.<codec>``)."""
+
+    def of_app(name: str) -> bool:
+        if app_id is None:
+            return not name.startswith(".")  # Hadoop's .crc checksums
+        return name == app_id or name.startswith((f"{app_id}.", f"{app_id}_"))
+
+    try:
+        found = [p for p in directory.iterdir() if of_app(p.name.removeprefix("eventlog_v2_"))]
+        # the latest attempt's (a retried YARN attempt writes <id>_<n>)
+        chosen = max(found, key=lambda p: p.stat().st_mtime) if found else None
+    except OSError as exc:
+        raise EventLogUnreadableError(f"cannot list it ({type(exc).__name__}: {exc.strerror})") from None
+    if chosen is None:
+        raise EventLogUnreadableError(f"no event log of {app_id or 'the application'} in it")
+    if app_id is None and len(found) > 1:
+        raise EventLogUnreadableError(f"{len(found)} logs in it and no application id to tell them apart")
+    if chosen.is_dir():
+        numbered = []
+        for part in chosen.iterdir():
+            match = re.match(r"events_(\d+)_", part.name)
+            if match:
+                numbered.append((int(match.group(1)), part))
+        files = [part for _, part in sorted(numbered)]
+    else:
+        files = [chosen]
+    if not files:
+        raise EventLogUnreadableError(f"{chosen.name} holds no events file")
+    for part in files:
+        codec = part.name.removesuffix(_INPROGRESS).rsplit(".", 1)[-1]
+        if "." in part.name.removesuffix(_INPROGRESS) and codec in _EVENT_LOG_CODECS:
+            raise EventLogUnreadableError(
+                f"{part.name} is compressed ({codec}, spark.eventLog.compress): no {codec} reader here"
+            )
+    return files
+
+
+def _lines_of(files: Sequence[Path]) -> Iterator[str]:
+    for part in files:
+        with part.open(encoding="utf-8") as handle:
+            yield from handle
+
+
+def _spark_bool(value: Any) -> bool | None:
+    if value is None:
+        return None
+    return str(value).strip().lower() == "true"
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value).strip() or None
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """A Java properties file as spark-submit reads ``spark-defaults.conf`` (``key value``,
+    ``key=value``; ``#``/``!`` comments). Unreadable: empty (spark-submit would fail on it)."""
+    props: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return props
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^\s=:]+)\s*[=:\s]\s*(.*)$", line)
+        if match:
+            props[match.group(1)] = match.group(2).strip()
+    return props

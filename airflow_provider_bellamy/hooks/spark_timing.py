@@ -17,17 +17,20 @@ Executors that arrived in steps (the largest set later than the first executor b
 ``STEP_TOLERANCE`` of the runtime) make a run whose scale-out is neither number: it is kept
 with an ``excluded_reason`` and never trained on.
 
-Two sources: a history server's ``/api/v1/applications/<id>/allexecutors`` (executor add
-and remove times, exact), else samples of the standalone master's ``/json/`` taken while the
-application runs (``MasterGrantSampler``; resolution: its poll interval).
+Three sources: a history server's ``/api/v1/applications/<id>/allexecutors`` (executor add
+and remove times, exact), samples of the standalone master's ``/json/`` taken while the
+application runs (``MasterGrantSampler``; resolution: its poll interval), and the application's
+own event log (``timing_from_event_log``: the events the history server reads, exact).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,26 +151,134 @@ def timing_from_history(
     end = _history_time(attempt.get("endTime"))
     if start is None or end is None or end <= start:
         return None
+    held = [
+        ExecutorSpan(
+            str(ex.get("id")), added, _history_time(ex.get("removeTime")), int(ex.get("totalCores") or 0)
+        )
+        for ex in executors
+        if (added := _history_time(ex.get("addTime"))) is not None
+    ]
+    return timing_from_executors(start, end, held, executor_cores, source="history server executor add times")
+
+
+@dataclass(frozen=True)
+class ExecutorSpan:
+    """One executor as Spark reports it: added and (maybe) removed, epoch seconds."""
+
+    executor_id: str
+    added: float
+    removed: float | None
+    cores: int
+
+
+def timing_from_executors(
+    start: float, end: float, executors: Sequence[ExecutorSpan], executor_cores: int, *, source: str
+) -> RunTiming | None:
+    """The split of ``start``..``end`` (epoch seconds) at the executors Spark added and removed:
+    what a history server and an event log both report (the same events). The driver is no
+    executor, except in local mode, where it is the only one and its cores are the threads the
+    job ran on (``local[n]``: n, the scale-out); its addition comes after the SparkContext's own
+    start-up, which is then no runtime either. One reported without its cores counts
+    ``executor_cores``."""
+    remote = [ex for ex in executors if ex.executor_id != "driver"]
+    local = [ex for ex in executors if ex.executor_id == "driver" and ex.cores > 0]
     events: list[tuple[float, int]] = []
-    for ex in executors:
-        if str(ex.get("id")) == "driver":
-            continue
-        cores = int(ex.get("totalCores") or executor_cores)
+    if not remote:
+        events = [(ex.added - start, ex.cores) for ex in local[:1]]
+    for ex in remote:
+        cores = ex.cores or executor_cores
         weight = max(1, round(cores / max(executor_cores, 1)))
-        added = _history_time(ex.get("addTime"))
-        if added is None:
-            continue
-        events.append((added - start, weight))
-        removed = _history_time(ex.get("removeTime"))
-        if removed is not None and removed < end:
-            events.append((removed - start, -weight))
+        events.append((ex.added - start, weight))
+        if ex.removed is not None and ex.removed < end:
+            events.append((ex.removed - start, -weight))
     events.sort(key=lambda e: (e[0], -e[1]))
     steps: list[tuple[float, int]] = []
     held = 0
     for offset, delta in events:
         held += delta
         steps.append((offset, held))
-    return timing_from_grants(end - start, steps, source="history server executor add times")
+    return timing_from_grants(end - start, steps, source=source)
+
+
+# -- event log -----------------------------------------------------------------------------------
+
+
+class EventLogUnreadableError(ValueError):
+    """An event log whose figures cannot be read (partial, not Spark's JSON lines); the message
+    names lines and events, never their content (the log holds the application's conf)."""
+
+
+# Spark's JsonProtocol writes the event name first: a line of the log starts so.
+_EVENT_PREFIX = '{"Event":"'
+_WANTED = (
+    "SparkListenerApplicationStart",
+    "SparkListenerApplicationEnd",
+    "SparkListenerExecutorAdded",
+    "SparkListenerExecutorRemoved",
+)
+
+
+def timing_from_event_log(
+    lines: Iterable[str], executor_cores: int, *, app_id: str | None = None
+) -> tuple[float, RunTiming | None]:
+    """(the application's duration in seconds, its split at the executor grants or None) from the
+    JSON lines of a Spark event log: ``SparkListenerApplicationStart``/``End`` timestamps and
+    ``SparkListenerExecutorAdded``/``Removed``. The duration is the SparkContext's life, the
+    figure a history server reports for the same log.
+
+    Raises ``EventLogUnreadableError`` for a log that is not whole: a line that is no listener
+    event (garbage, a line cut off by a killed driver), no start or no end (the driver ended
+    without stopping its SparkContext), an end not after the start, or another application's
+    log (``app_id``)."""
+    start: float | None = None
+    end: float | None = None
+    added: dict[str, tuple[float, int]] = {}
+    removed: dict[str, float] = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if not line.startswith(_EVENT_PREFIX):
+            raise EventLogUnreadableError(f"line {number} is not a Spark listener event")
+        name = line[len(_EVENT_PREFIX) : line.find('"', len(_EVENT_PREFIX))]
+        if name not in _WANTED:
+            continue
+        try:
+            event = json.loads(line)
+            stamp = float(event["Timestamp"]) / 1000.0
+            if not math.isfinite(stamp):
+                raise ValueError("not a finite timestamp")
+            if name == "SparkListenerApplicationStart":
+                if app_id is not None and event.get("App ID") != app_id:
+                    raise EventLogUnreadableError(
+                        f"line {number}: the log of another application than {app_id}"
+                    )
+                start = stamp if start is None else start
+            elif name == "SparkListenerApplicationEnd":
+                end = stamp
+            elif name == "SparkListenerExecutorAdded":
+                cores = int(event.get("Executor Info", {}).get("Total Cores") or 0)
+                added[str(event["Executor ID"])] = (stamp, cores)
+            else:
+                removed[str(event["Executor ID"])] = stamp
+        except EventLogUnreadableError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise EventLogUnreadableError(
+                f"line {number} ({name}) does not parse ({type(exc).__name__})"
+            ) from None
+    if start is None:
+        raise EventLogUnreadableError("no SparkListenerApplicationStart")
+    if end is None:
+        raise EventLogUnreadableError(
+            "no SparkListenerApplicationEnd: the log is partial (the driver ended without stopping "
+            "its SparkContext)"
+        )
+    if end <= start:
+        raise EventLogUnreadableError(f"the application ended {start - end:.3f} s before it started")
+    spans = [ExecutorSpan(ex_id, at, removed.get(ex_id), cores) for ex_id, (at, cores) in added.items()]
+    timing = timing_from_executors(start, end, spans, executor_cores, source="event log executor add times")
+    return end - start, timing
 
 
 # -- standalone master ---------------------------------------------------------------------------

@@ -11,8 +11,10 @@ count the way the connection's master understands it:
   override the count).
 
 After spark-submit it writes the observed runtime back: the application's own
-duration from the standalone master's ``/json/`` (``completedapps``) or from a
-Spark history server (``history_server_url``), else the submission's wall time.
+duration from a Spark history server (``history_server_url``), the standalone master's
+``/json/`` (``completedapps``) or, in client deploy mode, the application's event log on this
+machine (the user's local one, else one written for the run into a temporary directory:
+``temporary_event_log``), else the submission's wall time.
 A failed submission is recorded as ``failed`` (with its wall time) and re-raised.
 
 With ``wait_for_completion=False`` (standalone masters only) it submits in cluster deploy
@@ -23,9 +25,14 @@ leaves waiting and recording to a ``BellamyJobSensor(submit_task_id=...)``.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import shutil
+import tempfile
 import time
+import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.providers.apache.spark.operators import spark_submit as _provider_spark_submit
@@ -34,7 +41,11 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_provider_bellamy.callbacks import LAUNCH_STATE_KEY
 from airflow_provider_bellamy.exceptions import BellamyError, InvalidInputError
 from airflow_provider_bellamy.hooks.job_status import validate_endpoint
-from airflow_provider_bellamy.hooks.spark import BellamySparkSubmitHook
+from airflow_provider_bellamy.hooks.spark import (
+    READABLE_EVENT_LOG_CONF,
+    BellamySparkSubmitHook,
+    EventLogPlace,
+)
 from airflow_provider_bellamy.hooks.spark_timing import MasterGrantSampler, ObservedRun
 from airflow_provider_bellamy.operators.sizing import (
     SIZING_TEMPLATE_FIELDS,
@@ -114,6 +125,11 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
     :param executor_cores: cores per executor (one executor per scale-out unit).
     :param history_server_url: a Spark history server to read the application's
         duration from (``/api/v1/applications/<id>``), e.g. for local or YARN masters.
+    :param temporary_event_log: in client deploy mode with neither a history server nor a
+        standalone master to ask (local, YARN and Kubernetes masters), and no event logging in
+        the conf or ``spark-defaults.conf``, have Spark write an uncompressed event log into a
+        per-try temporary directory, read the application's own duration from it and remove
+        it (default True). False: no such log; the runtime is spark-submit's wall time there.
     :param record: write the observed runtime back (default True).
     :param wait_for_completion: wait for the application and record it (default). False
         (standalone ``spark://`` masters only) submits in cluster deploy mode, returns as
@@ -138,12 +154,17 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         *,
         executor_cores: int = 1,
         history_server_url: str | None = None,
+        temporary_event_log: bool = True,
         record: bool = True,
         wait_for_completion: bool = True,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(wait_for_completion, bool):
-            raise InvalidInputError("wait_for_completion", wait_for_completion, "must be True or False")
+        for flag, value in (
+            ("wait_for_completion", wait_for_completion),
+            ("temporary_event_log", temporary_event_log),
+        ):
+            if not isinstance(value, bool):
+                raise InvalidInputError(flag, value, "must be True or False")
         if not wait_for_completion:
             # Only a cluster-mode driver outlives spark-submit; in client mode the application
             # is spark-submit's own process, which the operator would have to wait for.
@@ -181,6 +202,9 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         # the submission's wall time is never written back as the job's runtime.
         self.record = bool(record and wait_for_completion)
         self.wait_for_completion = wait_for_completion
+        self.temporary_event_log = temporary_event_log
+        # where this launch's event log is read from, once sized
+        self._bellamy_event_log: EventLogPlace | None = None
 
     # -- execution ---------------------------------------------------------------
 
@@ -252,8 +276,10 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             if key == "spark.executor.instances" or key not in conf:
                 conf[key] = value
         self.conf = conf
+        # kept off self.conf: a later try must not read this try's directory as the user's
+        extra = self._plan_event_log(conf, settings, hook)
         hook.set_executors(
-            conf=conf,
+            conf={**conf, **extra},
             num_executors=self._num_executors,
             total_executor_cores=self._total_executor_cores,
             executor_cores=self._executor_cores,
@@ -263,6 +289,43 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         if settings["kind"] == "local":
             hook._connection["master"] = settings["master"]
         return settings
+
+    def _plan_event_log(
+        self, conf: Mapping[str, Any], settings: Mapping[str, Any], hook: BellamySparkSubmitHook
+    ) -> dict[str, str]:
+        """Where this launch's event log is read from, and the conf that puts it there.
+
+        Client deploy mode only (a cluster-mode driver writes its log on another machine). The
+        user's event logging stands as set (``--conf`` would override ``spark-defaults.conf``):
+        read where it is local, never removed. Without it, on a master that reports no duration
+        of its own (local, YARN, Kubernetes; no ``history_server_url``, which reads a log the user
+        set up, maybe where this machine cannot see), a temporary directory, uncompressed and
+        not rolled (Spark 4's defaults are zstd and rolling, unreadable without a codec)."""
+        self._bellamy_event_log = None
+        if hook._connection.get("deploy_mode") == "cluster":
+            return {}
+        setting = hook.event_log_setting(dict(conf))
+        if setting.configured:
+            directory = setting.local_directory()
+            if directory is not None:
+                self._bellamy_event_log = EventLogPlace(directory, temporary=False)
+            elif setting.enabled:
+                self.log.info(
+                    "Bellamy: the event log (spark.eventLog.dir=%s, set in %s) is not on this machine: "
+                    "the runtime is not read from it",
+                    hook.masked_args([setting.directory])[0],  # an s3a://key:secret@ URL
+                    setting.where,
+                )
+            return {}
+        if not self.temporary_event_log or self.history_server_url or settings["kind"] == "standalone":
+            return {}
+        directory = Path(tempfile.gettempdir()) / f"bellamy-eventlog-{uuid.uuid4().hex}"
+        self._bellamy_event_log = EventLogPlace(directory, temporary=True)
+        return {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": directory.as_uri(),
+            **READABLE_EVENT_LOG_CONF,
+        }
 
     def prepare_launch(self, context: Context) -> tuple[Any, Any, Any, dict[str, Any], list[str]]:
         """Everything before spark-submit starts: size, set the executors, build the command.
@@ -371,7 +434,6 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         decision, facade, settings, reattached = self._launch(context)
         scale_out = int(decision["chosen_scale_out"])
         hook = self._launch_hook()
-        ti = context["ti"]
         durable = bool(hook._should_track_driver_status)
         self.log.info(
             "Bellamy: launching %s with %s executor(s) on %s (%s)",
@@ -381,10 +443,35 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
             settings["kind"],
         )
 
+        event_log = None if durable else self._bellamy_event_log
+        if event_log is not None and event_log.temporary:
+            # Spark refuses to start when spark.eventLog.dir does not exist
+            os.makedirs(event_log.directory, mode=0o700)
+        sampler = None if durable else self._grant_sampler(settings, hook)
+        try:
+            return self._run_and_record(context, decision, facade, settings, reattached, sampler, event_log)
+        finally:
+            if event_log is not None and event_log.temporary:
+                shutil.rmtree(event_log.directory, ignore_errors=True)
+
+    def _run_and_record(
+        self,
+        context: Context,
+        decision: dict[str, Any],
+        facade: Any,
+        settings: Mapping[str, Any],
+        reattached: bool,
+        sampler: MasterGrantSampler | None,
+        event_log: EventLogPlace | None,
+    ) -> dict[str, Any] | None:
+        """spark-submit, then the run recorded with what the cluster (or the event log) reports."""
+        hook = self._launch_hook()
+        ti = context["ti"]
+        scale_out = int(decision["chosen_scale_out"])
+        durable = bool(hook._should_track_driver_status)
         started_at = dt.datetime.now(dt.timezone.utc)
         t0 = time.monotonic()
         status, error = "success", None
-        sampler = None if durable else self._grant_sampler(settings, hook)
         try:
             super().execute(context)
         except BaseException as exc:
@@ -413,6 +500,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
                 history_server_url=self.history_server_url,
                 standalone=settings.get("kind") == "standalone",
                 sampler=sampler,
+                event_log=event_log,
                 fallback=observed,
             )
         self._log_observed(status, observed)
