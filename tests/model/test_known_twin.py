@@ -193,3 +193,19 @@ def test_a_context_the_twin_does_not_weigh_in_keeps_its_prediction_bit_for_bit(
     band, plain_band = tuned.band(ctx, list(SCALE_OUTS)), plain.band(ctx, list(SCALE_OUTS))
     np.testing.assert_array_equal(band.lower, plain_band.lower)
     np.testing.assert_array_equal(band.upper, plain_band.upper)
+
+
+def test_a_context_from_elsewhere_takes_no_known_twin(
+    two_clusters: tuple[RuntimeModel, pd.DataFrame],
+) -> None:
+    """A context with a value the model never saw (a new cluster, machine type or job: the
+    protocols on contexts unlike the training data) has the older unknown-value path
+    (``_twin_log``, ``_nearest_for``); the known-context twin leaves it bit for bit."""
+    model, held = two_clusters
+    points = held.drop_duplicates("scale_out").assign(environment="on-premises")
+    points = points[points["scale_out"].isin([1, 4, 8, 16])]
+    ctx = points.drop(columns=["runtime_s", "scale_out"]).iloc[0].to_dict()
+    assert model.schema.unknown_properties(model._normalise(ctx))
+    assert model._known_twin(model._normalise(ctx), points["scale_out"].to_numpy()) is None
+    tuned = model.finetune(points)
+    assert tuned.tuned is not None and tuned.tuned.twin is None
