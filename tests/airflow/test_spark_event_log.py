@@ -347,9 +347,7 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
 
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no-conf"))  # no site defaults on this machine
     users = tmp_path / "user-events"
-    zipped = tmp_path / "zstd-events"
     users.mkdir()
-    zipped.mkdir()
     with DAG(
         "test_bellamy_spark_event_log",
         schedule=None,
