@@ -9,6 +9,7 @@ server, through ``JobStatusHook``), so the operator opens no connection itself.
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 import os
 import re
@@ -38,16 +39,25 @@ from airflow_provider_bellamy.hooks.spark_timing import (
     timing_from_history,
 )
 
-# Standalone ("app-20240101000000-0000"), local ("local-1700000000000") and YARN ids.
-_APP_ID_RE = re.compile(r"\b(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+)\b")
+# Standalone ("app-20240101000000-0000"), local ("local-1700000000000"), YARN and Kubernetes ids
+# ("spark-" + a random UUID's 32 hex digits: KubernetesConf.getKubernetesAppId). An underscore may
+# come before one: with the user's rolling log the only line naming a local or Kubernetes id is
+# "Logging events to file:/…/eventlog_v2_<id>/events_1_<id>.zstd".
+_APP_ID_RE = re.compile(
+    r"(?<![A-Za-z0-9-])(app-\d{14}-\d{4,}|local-\d{10,}|application_\d+_\d+|spark-[0-9a-f]{32})(?![A-Za-z0-9-])"
+)
 # A standalone cluster-mode driver ("driver-20240101000000-0000"), as spark-submit prints it.
 _DRIVER_ID_RE = re.compile(r"\b(driver-\d{14}-\d{4,})\b")
 _LOG_TAIL_LINES = 30
-# The event-log codecs Spark writes (spark.eventLog.compression.codec): none has a reader in
-# Python's standard library, so a compressed log is passed over, naming its codec.
-_EVENT_LOG_CODECS = ("lz4", "lzf", "snappy", "zstd")
+# The event-log codecs Spark writes (spark.eventLog.compression.codec) besides zstd, its default,
+# which is read (``zstandard``, the [spark] extra): Spark frames these in its own way (lz4's and
+# snappy's block streams, lzf's chunks), which no well-kept Python library reads; passed over, named.
+_UNREAD_CODECS = ("lz4", "lzf", "snappy")
+_ZSTD = "zstd"
 _INPROGRESS = ".inprogress"
-# What makes an event log this module can read: Spark 4 compresses (zstd) and rolls it by default.
+# The log written for a try stays uncompressed although zstd is read: compressing it would take
+# the codec from the site's spark-defaults.conf (lz4 there is unreadable) unless pinned as well, and
+# need zstandard importable on every worker, for a file that lives one try. Not rolled: one file.
 READABLE_EVENT_LOG_CONF = {"spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"}
 
 
@@ -335,11 +345,11 @@ class BellamySparkSubmitHook(SparkSubmitHook):
         self, place: EventLogPlace, app_id: str | None, *, requested: int, executor_cores: int
     ) -> ObservedRun:
         """The application's figures from its event log in ``place`` (a single file or a rolling
-        log's directory, by application id; in a temporary directory, without an id, the one log
-        there: spark-submit logs no id on some masters, Kubernetes'). Raises
-        ``EventLogUnreadableError`` naming why when there is none, it is compressed, or it is not
-        whole; its content is never logged or quoted (it holds the application's conf,
-        credentials included)."""
+        log's directory, plain or zstd, by application id; in a temporary directory, without an
+        id, the one log there: spark-submit may log none). Raises ``EventLogUnreadableError``
+        naming why when there is none, it is compressed with a codec other than zstd, its zstd
+        stream does not decode, or it is not whole; its content is never logged or quoted (it
+        holds the application's conf, credentials included)."""
         if app_id is None and not place.temporary:
             raise EventLogUnreadableError("spark-submit logged no application id to find its log by")
         try:
@@ -395,7 +405,7 @@ def event_log_files(directory: Path, app_id: str | None) -> list[Path]:
     ``.inprogress`` while or when its driver did not finish it), or a rolling log's
     ``eventlog_v2_<id>/events_<n>_<id>``; with no id, the one log in ``directory``. Raises
     ``EventLogUnreadableError`` when there is none (or, with no id, several) or it is compressed
-    (``.<codec>``)."""
+    with a codec other than zstd (``.lz4``, ``.lzf``, ``.snappy``)."""
 
     def of_app(name: str) -> bool:
         if app_id is None:
@@ -424,18 +434,50 @@ def event_log_files(directory: Path, app_id: str | None) -> list[Path]:
     if not files:
         raise EventLogUnreadableError(f"{chosen.name} holds no events file")
     for part in files:
-        codec = part.name.removesuffix(_INPROGRESS).rsplit(".", 1)[-1]
-        if "." in part.name.removesuffix(_INPROGRESS) and codec in _EVENT_LOG_CODECS:
+        codec = _codec_of(part)
+        if codec in _UNREAD_CODECS:
             raise EventLogUnreadableError(
-                f"{part.name} is compressed ({codec}, spark.eventLog.compress): no {codec} reader here"
+                f"{part.name} is compressed ({codec}, spark.eventLog.compression.codec): no {codec} "
+                f"reader here (zstd, Spark's default, is read)"
             )
     return files
 
 
+def _codec_of(part: Path) -> str | None:
+    """The codec an event log file's name ends in (``<id>.zstd``, ``events_1_<id>.lz4.inprogress``)."""
+    name = part.name.removesuffix(_INPROGRESS)
+    codec = name.rsplit(".", 1)[-1] if "." in name else None
+    return codec if codec in (*_UNREAD_CODECS, _ZSTD) else None
+
+
 def _lines_of(files: Sequence[Path]) -> Iterator[str]:
+    """The lines of ``files`` in order, each read as a stream (a big application's log is large)."""
     for part in files:
-        with part.open(encoding="utf-8") as handle:
-            yield from handle
+        if _codec_of(part) == _ZSTD:
+            yield from _zstd_lines(part)
+        else:
+            with part.open(encoding="utf-8") as handle:
+                yield from handle
+
+
+def _zstd_lines(part: Path) -> Iterator[str]:
+    """A zstd event log's lines, decompressed as read. Spark writes several frames to one file
+    (read across them). A stream cut off mid-frame ends where its data ends (the events then say
+    what is missing); one that does not decode raises ``EventLogUnreadableError``."""
+    try:
+        # here, not at the top: the operators' import (DAG parsing) does not pay for it
+        import zstandard
+    except ImportError:
+        raise EventLogUnreadableError(
+            f"{part.name} is compressed (zstd) and zstandard is not installed (the [spark] extra brings it)"
+        ) from None
+    with part.open("rb") as raw:
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=False)
+        try:
+            yield from io.TextIOWrapper(io.BufferedReader(reader), encoding="utf-8")
+        except zstandard.ZstdError as exc:
+            # libzstd's message names the fault (e.g. "Unknown frame descriptor"), never the data
+            raise EventLogUnreadableError(f"{part.name} is no valid zstd stream ({exc})") from None
 
 
 def _spark_bool(value: Any) -> bool | None:

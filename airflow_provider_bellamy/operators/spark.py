@@ -300,7 +300,7 @@ class BellamySparkSubmitOperator(BellamySizingMixin, SparkSubmitOperator):
         read where it is local, never removed. Without it, on a master that reports no duration
         of its own (local, YARN, Kubernetes; no ``history_server_url``, which reads a log the user
         set up, maybe where this machine cannot see), a temporary directory, uncompressed and
-        not rolled (Spark 4's defaults are zstd and rolling, unreadable without a codec)."""
+        not rolled (``READABLE_EVENT_LOG_CONF`` says why)."""
         self._bellamy_event_log = None
         if hook._connection.get("deploy_mode") == "cluster":
             return {}

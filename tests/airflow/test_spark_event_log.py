@@ -4,7 +4,9 @@ not the wall time around spark-submit (the driver JVM's and PySpark's start besi
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,11 +142,133 @@ def test_event_log_files_by_application_id(tmp_path: Path) -> None:
         (rolled / f"eventlog_v2_{APP}" / f"events_{n}_{APP}").write_text("")
     (rolled / f"eventlog_v2_{APP}" / f"appstatus_{APP}").write_text("")
     assert [p.name for p in event_log_files(rolled, APP)] == [f"events_{n}_{APP}" for n in (1, 2, 10)]
+    # zstd (Spark 4's default codec) is read; Spark's own framings of the others are not
     zipped = tmp_path / "zipped"
     zipped.mkdir()
-    (zipped / f"{APP}.zstd").write_text("")
-    with pytest.raises(EventLogUnreadableError, match=r"compressed \(zstd"):
-        event_log_files(zipped, APP)
+    (zipped / f"{APP}.zstd.inprogress").write_text("")
+    assert event_log_files(zipped, APP) == [zipped / f"{APP}.zstd.inprogress"]
+    for codec in ("lz4", "lzf", "snappy"):
+        (zipped / f"{APP}.zstd.inprogress").unlink(missing_ok=True)
+        (zipped / f"{APP}.{codec}").write_text("")
+        with pytest.raises(EventLogUnreadableError, match=rf"compressed \({codec},.*no {codec} reader"):
+            event_log_files(zipped, APP)
+        (zipped / f"{APP}.{codec}").unlink()
+
+
+def _zstd(lines: list[str], frames: int = 3) -> bytes:
+    """``lines`` as Spark's zstd codec writes an event log: several frames in one file."""
+    import zstandard
+
+    text = "".join(f"{line}\n" for line in lines).encode()
+    cuts = [len(text) * k // frames for k in range(frames + 1)]
+    compressor = zstandard.ZstdCompressor()
+    return b"".join(compressor.compress(text[a:b]) for a, b in itertools.pairwise(cuts))
+
+
+def test_a_zstd_event_log_is_read_as_a_stream_and_a_broken_one_passed_over(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_PLAN", connection_json("spark", host="local[2]", extra={}))
+    hook = BellamySparkSubmitHook.adopt(SparkSubmitHook(conn_id="spark_plan"))
+    user = EventLogPlace(tmp_path, temporary=False)
+    # Spark 4's defaults: rolled, zstd; the events split over two files
+    rolled = tmp_path / f"eventlog_v2_{APP}"
+    rolled.mkdir()
+    (rolled / f"events_1_{APP}.zstd").write_bytes(_zstd(_log()[:4]))
+    (rolled / f"events_2_{APP}.zstd").write_bytes(_zstd(_log()[4:]))
+    observed = hook.read_event_log(user, APP, requested=2, executor_cores=1)
+    assert (observed.runtime_s, observed.queue_s, observed.scale_out) == pytest.approx((30.0, 3.0, 2))
+    assert observed.source == f"event log ({APP}); event log executor add times"
+
+    wall = ObservedRun.wall_time(40.0, "wall time of spark-submit", 2, cluster_mode=False)
+
+    def passed_over() -> str:
+        observed = hook.observe_application(
+            APP, name="grep", requested=2, executor_cores=1, event_log=user, fallback=wall
+        )
+        assert observed.runtime_s == 40.0 and "s3cr3t" not in observed.source
+        return observed.source
+
+    whole = _zstd(_log())
+    (rolled / f"events_2_{APP}.zstd").unlink()
+    # cut off in its last frame (the driver killed while it wrote the end): the events read say
+    # what is missing, the end or the rest of its line, whichever the cut left
+    (rolled / f"events_1_{APP}.zstd").write_bytes(_zstd(_log(end=False)) + _zstd(_log()[-1:], 1)[:-4])
+    source = passed_over()
+    assert source.startswith(f"wall time of spark-submit (the event log in {tmp_path} not read: ")
+    assert "no SparkListenerApplicationEnd" in source or "line 8 (SparkListenerApplicationEnd)" in source
+    # not zstd at all, or a damaged frame header: named, the log not quoted
+    (rolled / f"events_1_{APP}.zstd").write_bytes(b"s3cr3t " + whole)
+    assert passed_over() == (
+        f"wall time of spark-submit (the event log in {tmp_path} not read: events_1_{APP}.zstd is no "
+        "valid zstd stream (zstd decompress error: Unknown frame descriptor))"
+    )
+    # zstandard missing (installed without the [spark] extra): passed over, saying what to install
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    (rolled / f"events_1_{APP}.zstd").write_bytes(whole)
+    assert "zstandard is not installed (the [spark] extra brings it)" in passed_over()
+
+
+@pytest.mark.parametrize(
+    ("line", "app_id"),
+    [
+        # the only line naming a local id when the user's log rolls (Spark 4's default)
+        (
+            "26/11/25 11:46:16 INFO RollingEventLogFilesWriter: Logging events to file:/tmp/ev/"
+            "eventlog_v2_local-1795607174971/events_1_local-1795607174971.zstd",
+            "local-1795607174971",
+        ),
+        (
+            "26/11/25 11:46:16 INFO SingleEventLogFileWriter: Logging events to "
+            "file:/tmp/bellamy-eventlog-0f1e/local-1795607174971.inprogress",
+            "local-1795607174971",
+        ),
+        # Kubernetes in client mode: KubernetesConf.getKubernetesAppId, "spark-" + a UUID's hex
+        (
+            "26/11/25 11:46:16 INFO RollingEventLogFilesWriter: Logging events to file:/var/log/spark/"
+            "eventlog_v2_spark-1340ea6be86c491a8eb42a40baea4ae9/events_1_spark-1340ea6be86c491a8eb42a40baea4ae9.zstd",
+            "spark-1340ea6be86c491a8eb42a40baea4ae9",
+        ),
+        (
+            "labels: spark-app-selector -> spark-1340ea6be86c491a8eb42a40baea4ae9, spark-role -> driver",
+            "spark-1340ea6be86c491a8eb42a40baea4ae9",
+        ),
+        # Spark's scratch directories are spark-<UUID> with its dashes: no application id
+        (
+            "INFO ShutdownHookManager: Deleting directory /tmp/spark-1c6a8b6e-4d8f-4a3f-9b0e-6a2c7d4e5f91",
+            None,
+        ),
+        (
+            "INFO Utils: Successfully started service on port 40123 (spark-1340ea6be86c491a8eb42a40baea4ae9f)",
+            None,
+        ),
+        (
+            "INFO Client: Submitted application application_1795607174971_0042",
+            "application_1795607174971_0042",
+        ),
+        (
+            "INFO StandaloneSchedulerBackend: Connected to Spark cluster with app ID app-20261125114616-0003",
+            "app-20261125114616-0003",
+        ),
+    ],
+    ids=[
+        "rolled local",
+        "temporary local",
+        "rolled kubernetes",
+        "pod label",
+        "scratch dir",
+        "33 hex",
+        "yarn",
+        "standalone",
+    ],
+)
+def test_the_application_id_spark_submit_logs(
+    monkeypatch: pytest.MonkeyPatch, line: str, app_id: str | None
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_PLAN", connection_json("spark", host="local[2]", extra={}))
+    hook = BellamySparkSubmitHook.adopt(SparkSubmitHook(conn_id="spark_plan"))
+    hook._process_spark_submit_log(iter([line]))
+    assert hook.bellamy_app_id == app_id
 
 
 # -- which log a launch reads -----------------------------------------------------------------
@@ -223,9 +347,7 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
 
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no-conf"))  # no site defaults on this machine
     users = tmp_path / "user-events"
-    zipped = tmp_path / "zstd-events"
     users.mkdir()
-    zipped.mkdir()
     with DAG(
         "test_bellamy_spark_event_log",
         schedule=None,
@@ -243,16 +365,8 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
                 },
             ),
         )
-        # Spark 4's defaults: a zstd-compressed rolling log, no reader here: the wall time, saying why
-        BellamySparkSubmitOperator(
-            task_id="compressed",
-            **_grep(
-                spark_local_conn,
-                conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": zipped.as_uri()},
-            ),
-        )
     dr = run_dag_test(dag)
-    assert task_states(dr) == {"temporary": "success", "users": "success", "compressed": "success"}
+    assert task_states(dr) == {"temporary": "success", "users": "success"}
     runs = {r["task_id"]: r for r in bellamy_store.list_runs("grep", limit=None)}
 
     temporary = xcom_value(dr, "temporary")
@@ -275,12 +389,94 @@ def test_local_client_mode_runs_are_timed_by_their_event_log(
     command = xcom_value(dr, "users", "spark_submit_command")
     assert f"spark.eventLog.dir={users.as_uri()}" in command and "bellamy-eventlog-" not in " ".join(command)
 
-    compressed = xcom_value(dr, "compressed")
-    assert compressed["runtime_source"].startswith(
-        f"wall time of spark-submit (the event log in {zipped} not read: "
+
+# A job that, like most, prints no application id (spark-submit's log must name it), and can
+# damage its own event log after stopping its SparkContext, before spark-submit ends.
+_QUIET_JOB = """
+import pathlib, sys
+from pyspark.sql import SparkSession
+
+spark = SparkSession.builder.getOrCreate()
+spark.range(200_000, numPartitions=2).selectExpr("sum(id)").collect()
+app = spark.sparkContext.applicationId
+logs = pathlib.Path(spark.conf.get("spark.eventLog.dir").removeprefix("file:"))
+spark.stop()
+if sys.argv[1:] == ["--damage-log"]:
+    for part in logs.glob(f"eventlog_v2_{app}/events_*"):
+        part.write_bytes(b"\\0\\0\\0\\0" + part.read_bytes()[4:])  # its zstd magic number gone
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_users_event_log_with_spark_4s_defaults_times_the_run(
+    airflow_db: str,
+    bellamy_store: Any,
+    spark_local_conn: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark 4.2 compresses (zstd) and rolls the event log by default: a user who only switches it
+    on gets the runtime from it; a damaged log or another codec's falls back to the wall time,
+    saying why, the task's success standing."""
+    from airflow.sdk import DAG
+
+    from tests.fixtures.airflow_db import run_dag_test
+
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "no-conf"))  # no site defaults on this machine
+    job = tmp_path / "quiet.py"
+    job.write_text(_QUIET_JOB)
+    dirs = {name: tmp_path / name for name in ("default", "damaged", "lz4")}
+    for directory in dirs.values():
+        directory.mkdir()
+
+    def quiet(name: str, *args: str, **conf: str) -> BellamySparkSubmitOperator:
+        return BellamySparkSubmitOperator(
+            task_id=name,
+            **{
+                **_grep(spark_local_conn),
+                "application": str(job),
+                "application_args": list(args),
+                "conf": {"spark.eventLog.enabled": "true", "spark.eventLog.dir": dirs[name].as_uri(), **conf},
+            },
+        )
+
+    with DAG(
+        "test_bellamy_spark_event_log_defaults",
+        schedule=None,
+        start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc),
+    ) as dag:
+        quiet("default")
+        quiet("damaged", "--damage-log")
+        quiet("lz4", **{"spark.eventLog.compression.codec": "lz4"})
+    dr = run_dag_test(dag)
+    assert task_states(dr) == {"default": "success", "damaged": "success", "lz4": "success"}
+    runs = {r["task_id"]: r for r in bellamy_store.list_runs("grep", limit=None)}
+
+    default = xcom_value(dr, "default")
+    app = default["app_id"]
+    assert app.startswith("local-")  # from Spark's "Logging events to …/eventlog_v2_<id>/…" line
+    assert (dirs["default"] / f"eventlog_v2_{app}" / f"events_1_{app}.zstd").is_file()  # the defaults
+    assert default["runtime_source"] == f"event log ({app}); event log executor add times"
+    ended, started = (dt.datetime.fromisoformat(str(runs["default"][k])) for k in ("ended_at", "started_at"))
+    assert 0 < runs["default"]["runtime_s"] < (ended - started).total_seconds()
+    assert default["queue_s"] > 0 and runs["default"]["scale_out"] == 2
+
+    damaged = xcom_value(dr, "damaged")
+    assert damaged["runtime_source"] == (
+        f"wall time of spark-submit (the event log in {dirs['damaged']} not read: "
+        f"events_1_{damaged['app_id']}.zstd is no valid zstd stream (zstd decompress error: Unknown frame "
+        "descriptor))"
     )
-    assert "compressed (zstd" in compressed["runtime_source"]
-    assert any(zipped.iterdir())
+    lz4 = xcom_value(dr, "lz4")
+    assert lz4["runtime_source"].startswith(
+        f"wall time of spark-submit (the event log in {dirs['lz4']} not read: "
+    )
+    assert (
+        f"events_1_{lz4['app_id']}.lz4 is compressed (lz4, spark.eventLog.compression.codec)"
+        in (lz4["runtime_source"])
+    )
+    assert runs["damaged"]["excluded_reason"] is None and runs["lz4"]["excluded_reason"] is None
 
 
 def test_the_hook_reads_a_log_and_passes_over_one_that_is_not_whole(
