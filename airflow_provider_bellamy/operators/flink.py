@@ -321,6 +321,15 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         except TimeoutError:
             self._leave_running_job_to_retry(context, job_id)
             raise
+        except BaseException as exc:
+            from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
+
+            # The wait ended, not the job (Airflow's execution_timeout, the endpoint gone past its
+            # grace): it runs on unless on_kill cancels it (a timeout or a kill, cancel_on_kill).
+            # The try's wall time is no failed run of the job; a retry reattaches and records it.
+            if not (isinstance(exc, (AirflowTaskTimeout, AirflowTaskTerminated)) and self.cancel_on_kill):
+                self._leave_running_job_to_retry(context, job_id)
+            raise
         return self._finish(context, status, parallelism, decision, reattached=reattached)
 
     def _leave_running_job_to_retry(self, context: Context, job_id: str) -> None:
