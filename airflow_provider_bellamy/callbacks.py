@@ -353,12 +353,7 @@ def record_runtime(context: Mapping[str, Any] | None = None, /, **options: Any) 
     a configured callback. A callback never fails the task: errors are logged.
     """
     if context is None:
-        allowed = {"job_type", "framework", "scale_out", "properties", "sizing_task_id", "bellamy_conn_id"}
-        unknown = sorted(set(options) - allowed)
-        if unknown:
-            raise InvalidInputError(
-                unknown[0], options[unknown[0]], f"unknown option; allowed: {sorted(allowed)}"
-            )
+        options = _checked_options(options)
 
         def _callback(ctx: Mapping[str, Any]) -> None:
             record_runtime(ctx, **options)
@@ -370,6 +365,29 @@ def record_runtime(context: Mapping[str, Any] | None = None, /, **options: Any) 
     except Exception:
         log.exception("Bellamy: recording the runtime failed (the task's own state is unaffected)")
     return None
+
+
+def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A configured callback's options, checked when the DAG is parsed (a callback never fails the
+    task, so a bad value found when it fires would only be a log line): ``int()`` there read
+    ``scale_out=True`` as 1 and ``4.7`` as 4, recorded and trained on as the size the job ran at."""
+    from airflow_provider_bellamy.records import validate_job_type, validate_label, validate_scale_out
+    from airflow_provider_bellamy.spec import parse_properties
+
+    readers: dict[str, Callable[[Any, str], Any]] = {
+        "job_type": lambda v, f: validate_job_type(v, field=f),
+        "framework": lambda v, f: validate_label(v, f).lower(),
+        "scale_out": lambda v, f: validate_scale_out(v, field=f),
+        "properties": lambda v, f: parse_properties(v, f),
+        "sizing_task_id": validate_label,
+        "bellamy_conn_id": validate_label,
+    }
+    unknown = sorted(set(options) - set(readers))
+    if unknown:
+        raise InvalidInputError(
+            unknown[0], options[unknown[0]], f"unknown option; allowed: {sorted(readers)}"
+        )
+    return {name: value if value is None else readers[name](value, name) for name, value in options.items()}
 
 
 RecordCallback = Callable[[Mapping[str, Any]], None]

@@ -47,6 +47,16 @@ class StoreError(BellamyError):
     """The model store cannot be used (unreachable, or its schema is not the code's)."""
 
 
+class DecisionNotStoredError(StoreError):
+    """A model answered, but the store did not take the decision (a read-only role or replica, a
+    store lost mid-sizing). ``decision`` is that answer, unstored (``decision_id`` None): a launch
+    goes on with it rather than with a fallback made without the model."""
+
+    def __init__(self, decision: Any, cause: StoreError) -> None:
+        self.decision = decision
+        super().__init__(str(cause))
+
+
 class SchemaOutdatedError(StoreError):
     """The store's schema is older than the code; the user must run the migration command."""
 

@@ -5,7 +5,7 @@ For job type J and context C:
 1. the active general model of J — or, where J has none, the model of "all" job types
    (``train("all")``) when it can read C — fine-tuned on C's newest successful runs; the
    fine-tuned copy is stored (scope "context") and reused until C gets new runs or the general
-   model changes;
+   model changes (a store that refuses the write, read-only, gets the copy unstored);
 2. no general model: Ernest fitted on C's runs when they cover >= 2 distinct scale-outs;
 3. otherwise (``size`` only): a default decision at ``default_scale_out``.
 Every fallback is named in the prediction's/decision's ``fallback_reason``.
@@ -13,13 +13,20 @@ Every fallback is named in the prediction's/decision's ``fallback_reason``.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy import decision_log, run_history
 from airflow_provider_bellamy.decisions import Prediction
-from airflow_provider_bellamy.exceptions import InvalidInputError, ModelFileError, UnknownJobTypeError
+from airflow_provider_bellamy.exceptions import (
+    DecisionNotStoredError,
+    InvalidInputError,
+    ModelFileError,
+    StoreError,
+    UnknownJobTypeError,
+)
 from airflow_provider_bellamy.model_cache import cache_get, cache_put, load_version, version_key
 from airflow_provider_bellamy.records import ALL_JOB_TYPES, context_fingerprint, runs_frame
 from airflow_provider_bellamy.spec import LAUNCHED_FRAMEWORKS
@@ -31,6 +38,8 @@ if TYPE_CHECKING:
     from airflow_provider_bellamy.decisions import SizingDecision
     from airflow_provider_bellamy.spec import SizingSpec
     from airflow_provider_bellamy.store import Store
+
+log = logging.getLogger(__name__)
 
 # Fine-tuning's cost grows faster than linearly with its runs (on a loaded 2-core machine, 0.35 s
 # with 55 runs, 0.6-8 s with 110; docs/benchmarks.md "Scale"): a context's newest few per scale-out.
@@ -163,7 +172,15 @@ def finetune(store: Store, req: Request, general: ModelVersion, base: Any, ctx_r
         repo.prune_context(general.job_type, req.fingerprint)
         return mv
 
-    mv = store.write(store_it, what="storing a fine-tuned model")
+    try:
+        mv = store.write(store_it, what="storing a fine-tuned model")
+    except StoreError as exc:
+        # The stored copy is only a cache: a store that refuses writes (a read-only role or
+        # replica) still gets the fine-tuned answer, not the general model's or a fallback.
+        log.warning("Bellamy: the fine-tuned copy of %s is used unstored: %s", general.label, exc)
+        return Resolved(
+            tuned_model, None, f"{general.label}, fine-tuned on this context (not stored)", "bellamy", None
+        )
     cache_put(version_key(store, mv), tuned_model)
     return Resolved(tuned_model, mv.id, f"{mv.label} (from {general.label})", "bellamy", None)
 
@@ -342,4 +359,8 @@ def size(store: Store, spec: SizingSpec, target_s: float | None, prov: dict[str,
         decision.fallback_reason = resolved.fallback_reason
     if decision.model_version is None:
         decision.model_version = resolved.label
-    return decision_log.store_decision(store, decision, req, resolved.version_id, prov)
+    try:
+        return decision_log.store_decision(store, decision, req, resolved.version_id, prov)
+    except StoreError as exc:
+        # the answer stands without its row (a launch goes on with it: a fallback would drop it)
+        raise DecisionNotStoredError(decision, exc) from exc

@@ -321,6 +321,15 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         except TimeoutError:
             self._leave_running_job_to_retry(context, job_id)
             raise
+        except BaseException as exc:
+            from airflow.sdk.exceptions import AirflowTaskTerminated, AirflowTaskTimeout
+
+            # The wait ended, not the job (Airflow's execution_timeout, the endpoint gone past its
+            # grace): it runs on unless on_kill cancels it (a timeout or a kill, cancel_on_kill).
+            # The try's wall time is no failed run of the job; a retry reattaches and records it.
+            if not (isinstance(exc, (AirflowTaskTimeout, AirflowTaskTerminated)) and self.cancel_on_kill):
+                self._leave_running_job_to_retry(context, job_id)
+            raise
         return self._finish(context, status, parallelism, decision, reattached=reattached)
 
     def _leave_running_job_to_retry(self, context: Context, job_id: str) -> None:
@@ -344,7 +353,7 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         """Resumed by the trigger's event: record the finished job (in a fresh worker slot)."""
         from airflow_provider_bellamy.hooks.job_status import JobStatus
 
-        job_id = job_id or (event.get("job") or {}).get("job_id")
+        job_id = job_id or (event.get("job") or {}).get("job_id") or event.get("job_id")
         self._job_id = job_id
         if decision is None and not reattached:
             # Some runners (dag.test) resume with the event alone: the XCom pushed before
@@ -357,6 +366,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         if kind == "error":
             from airflow_provider_bellamy.triggers.job import error_from_event
 
+            if job_id and event.get("error_type") in ("unreachable", "unparsed"):
+                self._leave_running_job_to_retry(context, job_id)  # as the blocking wait (_wait)
             raise error_from_event({"job_id": job_id, **event}, self._flink_hook().rest_url)
         if kind == "timeout":
             state = (event.get("job") or {}).get("state")

@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 from airflow.sdk.bases.operator import BaseOperatorMeta
 
-from airflow_provider_bellamy.exceptions import InfeasibleTargetError, InvalidInputError, StoreError
+from airflow_provider_bellamy.exceptions import (
+    DecisionNotStoredError,
+    InfeasibleTargetError,
+    InvalidInputError,
+    StoreError,
+)
 from airflow_provider_bellamy.recording import BellamyRecordingMixin
 from airflow_provider_bellamy.spec import (
     RESERVE_AUTO,
@@ -381,6 +386,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         self.log.info("Bellamy: runtime target for %s: %s", spec.job_type, target.explanation)
 
         decision = None
+        refused = False  # the store did not take the decision sizing made: not asked again
         if facade is not None:
             try:
                 decision = _run_with_timeout(
@@ -390,6 +396,11 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
                     budget,
                     "sizing",
                 )
+            except DecisionNotStoredError as exc:
+                # The model answered; only its row is missing (a read-only role or replica). Its
+                # answer launches: a fallback would launch the largest candidate instead.
+                decision, refused = exc.decision, True
+                self.log.warning("Bellamy: this decision could not be stored (%s)", exc)
             except InvalidInputError as exc:
                 # an unknown job type is a model problem the fallback covers; other bad
                 # inputs are the DAG author's and must fail loudly
@@ -402,7 +413,7 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
                     facade = None  # asking it again to store the decision would wait as long
         else:
             decision = self._fallback("the store could not be opened", spec, target.target_s)
-        if decision.decision_id is None:
+        if decision.decision_id is None and not refused:
             self._store_fallback(decision, facade, spec, context, hook.connect_timeout_s + 5.0)
 
         if decision.fallback_reason and decision.candidates:

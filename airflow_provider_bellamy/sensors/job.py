@@ -283,8 +283,12 @@ class BellamyJobSensor(BellamyRecordingMixin, BaseSensorOperator):
         submitted = self._submitted(context)
         decision = submitted.get("decision") or {}
         job_type = self.job_type or submitted.get("job_type") or decision.get("job_type")
+        # A Flink job is recorded at the parallelism it ran at (its vertices'), as the Flink operator
+        # records it, not the one asked for; a Spark master reports cores, not executors.
+        ran_at = status.parallelism if status.kind == "flink" else None
         scale_out = (
             self.scale_out
+            or ran_at
             or submitted.get("scale_out")
             or submitted.get("parallelism")
             or decision.get("chosen_scale_out")

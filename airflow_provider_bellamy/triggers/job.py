@@ -142,7 +142,8 @@ class BellamyJobTrigger(BaseTrigger):
                 grace.answered()
             except JobEndpointUnreachableError as exc:
                 if not grace.failed():
-                    yield TriggerEvent(unreachable_event(exc))
+                    # the job's id: a runner resuming with the event alone still knows which job runs on
+                    yield TriggerEvent({**unreachable_event(exc), "job_id": self.job_id})
                     return
                 self.log.warning("%s (retrying for up to %s s)", exc, self.unreachable_grace_s)
             except InvalidInputError as exc:

@@ -110,3 +110,38 @@ def test_configured_callback_rejects_unknown_options() -> None:
         record_runtime(scaleout=3)
     cb = record_runtime(job_type="etl", scale_out=3)
     assert callable(cb) and cb.__name__ == "record_runtime"
+
+
+@pytest.mark.parametrize(
+    ("option", "bad"),
+    [
+        ("scale_out", True),  # read as 1 before: a run stored (and trained on) at 1 node
+        ("scale_out", 4.7),  # read as 4 before
+        ("scale_out", "four"),
+        ("scale_out", 0),
+        ("job_type", ""),
+        ("job_type", "all"),
+        ("framework", 5),
+        ("properties", "cores=4"),
+        ("properties", {"cores": float("nan")}),
+        ("sizing_task_id", ""),
+    ],
+)
+def test_configured_callback_refuses_a_bad_value_when_the_dag_is_parsed(option: str, bad: Any) -> None:
+    """A callback never fails the task: a value checked only when it fired was a log line, or
+    (``int()``) a wrong scale-out recorded as the size the job ran at."""
+    with pytest.raises(InvalidInputError) as err:
+        record_runtime(**{option: bad})
+    assert err.value.field.split(".")[0] == option
+
+
+def test_configured_callback_reads_a_scale_out_given_as_text(bellamy_store: Any) -> None:
+    callback = record_runtime(job_type="etl", scale_out="4", properties=CONTEXT)
+    now = dt.datetime.now(dt.timezone.utc)
+    ti = SimpleNamespace(
+        dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1,
+        start_date=now - dt.timedelta(seconds=30), end_date=now, state="success",
+    )  # fmt: skip
+    callback({"ti": ti})
+    (run,) = bellamy_store.list_runs("etl", limit=None)
+    assert run["scale_out"] == 4 and run["runtime_s"] == pytest.approx(30.0)
