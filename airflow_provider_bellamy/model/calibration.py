@@ -22,9 +22,13 @@ import numpy as np
 
 from airflow_provider_bellamy.model.finetuning import (
     OTHER_ENVIRONMENT_PRIOR,
+    PARAMETRIC_PRIOR,
     empirical_prior_covariance,
     fit_context,
     fit_delta,
+    mix_twin,
+    nearest_log_runtime,
+    run_level,
     tuned_log_runtime,
 )
 from airflow_provider_bellamy.model.inference import log_runtime
@@ -564,6 +568,7 @@ def calibrate(
     noise_sd: float,
     jobs: Sequence[str | None] | None = None,
     h_tables: np.ndarray | None = None,
+    twins: Sequence[tuple[np.ndarray, np.ndarray, float] | None] | None = None,
 ) -> Calibration:
     """Out-of-fold residuals after simulated fine-tuning with k = 0..MAX_K points.
 
@@ -605,6 +610,15 @@ def calibrate(
     tables, ``BandTables.levelled`` holds the residuals each divided by its context's σ on its side,
     with the spreads, for the band.
 
+    ``twins`` [C]: each context's known twin among the other training contexts (log scale-outs,
+    mean log runtime, prior: ``finetuning.known_twin``), None for one without. The residual
+    correction's choice and the tables then measure what fine-tuning does with it: its curve at the
+    picked runs (beyond its scale-outs the untuned head's shape, as ``RuntimeModel._known_twin``)
+    weighed in ``fit_context``, and at the test runs (beyond them the tuned head's shape) moved to
+    the picked runs' level and mixed in (``finetuning.mix_twin``) as the prediction does. The prior
+    and likelihood search does not see it (the settings the network's fine-tuning needs, which the
+    twin's weight is judged under).
+
     No context out of fold: no tables, ``likelihood_sd`` as given (or ``settings``).
     """
     h_oof: list[np.ndarray] = []
@@ -631,6 +645,18 @@ def calibrate(
     env_of = [None if environments is None else environments[c] for c in ctx_ids]
     prior_of = OTHER_ENVIRONMENT_PRIOR if other_priors is None else np.asarray(other_priors)[ctx_ids]
     small_max = SMALLEST_SCALE_OUT_FACTOR * float(scale_out.min())
+    twin_of = [None] * len(ctx_ids) if twins is None else [twins[c] for c in ctx_ids]
+    # (a basis row of one run at each scale-out: the basis depends on the scale-out only; a twin's
+    # scale-outs are the training runs')
+    row_at = {int(n): int(np.flatnonzero(scale_out == n)[0]) for n in np.unique(scale_out)}
+
+    def twin_at(i: int, head: np.ndarray, runs: np.ndarray) -> np.ndarray:
+        """Context ``i``'s twin's curve at ``runs``; beyond its scale-outs ``head``'s shape."""
+        log_n, log_twin, _ = twin_of[i]  # type: ignore[misc]
+        ends = basis[[row_at[round(float(np.exp(x)))] for x in log_n[[0, -1]]]]
+        return nearest_log_runtime(
+            log_n, log_twin, log_runtime(head, basis[runs]), log_runtime(head, ends), scale_out[runs]
+        )
 
     def residuals(
         k: int,
@@ -642,6 +668,7 @@ def calibrate(
         gen: np.random.Generator = rng,
         robust: bool = True,
         check: tuple[float, float] | None = None,
+        twinned: bool = False,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Out-of-fold log residuals at the test runs ([one row per residual correction] ×
         runs), the scale-outs they were at, the index (into ``ctx_ids``) of their context,
@@ -649,7 +676,8 @@ def calibrate(
         ``gen``; ``robust``: ``fit_context``'s straggler weights) and, per residual, the RMS and
         count of its context's checks (leave-one-scale-out residuals above the smallest
         scale-outs, with ``check`` the residual correction (amplitude, length), as ``finetune``
-        measures them)."""
+        measures them). ``twinned``: contexts with a twin (``twins``) fine-tuned and predicted
+        with it."""
         out: list[np.ndarray] = []
         at: list[np.ndarray] = []
         owner: list[np.ndarray] = []
@@ -666,8 +694,18 @@ def calibrate(
             theta, share = np.zeros((len(heads), 4)), np.zeros(len(heads))
             run_weight = np.ones((len(heads), k))
             rms, count = np.zeros(len(heads)), np.zeros(len(heads), dtype=np.int64)
+            twin_weight, twin_runs = np.zeros(len(heads)), None
+            with_twin = twinned and k > 0 and any(t is not None for t in twin_of)
             if k:
                 b, yy, w, ns = _padded(picks, basis, log_y, scale_out)
+                twin_prior = np.full(len(heads), PARAMETRIC_PRIOR)
+                if with_twin:
+                    # (NaN: no twin, which ``fit_context`` gives no weight)
+                    twin_runs = np.full(yy.shape, np.nan)
+                    for i, p in enumerate(picks):
+                        if twin_of[i] is not None:
+                            twin_runs[i, : len(p)] = twin_at(i, heads[i], p)
+                            twin_prior[i] = twin_of[i][2]  # type: ignore[index]
                 fit = fit_context(
                     heads[:, None, :],
                     b,
@@ -680,10 +718,14 @@ def calibrate(
                     robust=robust,
                     check_above=small_max,
                     correction=check,
+                    twin=twin_runs,
+                    twin_prior=twin_prior,
                 )
                 delta, theta, share = fit.delta[:, 0], fit.theta, fit.parametric_weight
                 run_weight = fit.run_weight
                 rms, count = fit.check_rms, fit.check_count
+                if with_twin and fit.twin_weight is not None:
+                    twin_weight = fit.twin_weight
             hh = heads + delta
             for i, t in enumerate(tests):
                 if len(t) == 0:
@@ -695,18 +737,23 @@ def calibrate(
                     )[0]
                     * run_weight[i, : len(p)]
                 )
-                out.append(
-                    tuned_log_runtime(
-                        log_runtime(hh[i], basis[t]),
-                        scale_out[t],
-                        theta[i],
-                        share[i],
-                        runs=(scale_out[p], at_picks),
-                        corrections=[(amplitude * lik_sd, length) for amplitude, length in corrections],
-                        noise_sd=lik_sd,
-                        actual=log_y[t],
-                    )
+                rows = tuned_log_runtime(
+                    log_runtime(hh[i], basis[t]),
+                    scale_out[t],
+                    theta[i],
+                    share[i],
+                    runs=(scale_out[p], at_picks),
+                    corrections=[(amplitude * lik_sd, length) for amplitude, length in corrections],
+                    noise_sd=lik_sd,
+                    actual=log_y[t],
                 )
+                if twin_weight[i] > 0:
+                    # (as ``RuntimeModel.finetune`` and ``_model_log_curves``: the twin at the
+                    # level of the runs the fit used, mixed in after the residual correction)
+                    used = run_weight[i, : len(p)] > 0
+                    level = run_level(twin_runs[i, None, : len(p)], log_y[p][None], used[None])[0]  # type: ignore[index]
+                    rows = mix_twin(rows, twin_at(i, hh[i], t) + level - log_y[t], twin_weight[i])
+                out.append(rows)
                 at.append(scale_out[t])
                 owner.append(np.full(len(t), i))
                 distance.append(log_distance(scale_out[t], scale_out[p]))
@@ -762,7 +809,10 @@ def calibrate(
     # of the residual correction shrinks, and the choice makes up for it with a stronger
     # correction, which a context whose runs all agree then gets in full (C3O leave-machine-type-
     # out kmeans: 4 × the amplitude, 2 × the length; docs/model.md, session 23).
-    per_k = [residuals(k, prior_cov, lik_sd, draws, CORRECTIONS, robust=False) for k in range(MAX_K + 1)]
+    per_k = [
+        residuals(k, prior_cov, lik_sd, draws, CORRECTIONS, robust=False, twinned=True)
+        for k in range(MAX_K + 1)
+    ]
     # the residual correction that predicts the out-of-fold runs best, as the prior was chosen
     errors = [_out_of_fold_error([rows[g] for rows, *_ in per_k[1:]]) for g in range(len(CORRECTIONS))]
     best = min(range(len(CORRECTIONS)), key=lambda g: (errors[g], g))
@@ -778,7 +828,9 @@ def calibrate(
     # (the checks as fine-tuning measures them: with the chosen residual correction, if any)
     check = (amplitude * lik_sd, length) if amplitude > 0 else None
     measured = [
-        residuals(k, prior_cov, lik_sd, draws, (CORRECTIONS[best],), h_tables_of, twin, check=check)
+        residuals(
+            k, prior_cov, lik_sd, draws, (CORRECTIONS[best],), h_tables_of, twin, check=check, twinned=True
+        )
         for k in range(MAX_K + 1)
     ]
     chosen = [(rows[0], at, owner, d) for rows, at, owner, d, _, _ in measured]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from airflow_provider_bellamy.model.features import scale_out_basis
 from airflow_provider_bellamy.model.inference import log_runtime, logsumexp
 
 if TYPE_CHECKING:
@@ -573,11 +574,7 @@ def fit_context(
                 np.sum((r_twin * left_out) ** 2, axis=1),
             )
             twin_weight = np.where(has_twin, pseudo_bma_weight(sq_blend, sq_twin, noise_sd, twin_prior), 0.0)
-            blend = np.where(
-                twin_weight[:, None] > 0,
-                (1 - twin_weight[:, None]) * blend + twin_weight[:, None] * r_twin,
-                blend,
-            )
+            blend = np.where(twin_weight[:, None] > 0, mix_twin(blend, r_twin, twin_weight[:, None]), blend)
         checked = left_out & (scale_outs > check_above)
         check_count = checked.sum(axis=1)
         check_rms = np.sqrt(np.sum((blend * checked) ** 2, axis=1) / np.maximum(check_count, 1))
@@ -598,12 +595,43 @@ def fit_context(
     )
 
 
+def run_level(curve: np.ndarray, log_y: np.ndarray, used: np.ndarray) -> np.ndarray:
+    """How far (log) the runs ``used`` [B,K] lie above ``curve`` [B,K] at them, on the mean [B]:
+    the level a twin's curve is moved to (its runs set only the level)."""
+    return np.sum(np.where(used, log_y - np.nan_to_num(curve), 0.0), axis=1) / np.maximum(used.sum(axis=1), 1)
+
+
 def _at_level(curve: np.ndarray, log_y: np.ndarray, used: np.ndarray) -> np.ndarray:
     """``curve`` [B,K] moved to the mean level of the runs ``used`` [B,K] (NaN stays NaN)."""
-    level = np.sum(np.where(used, log_y - np.nan_to_num(curve), 0.0), axis=1) / np.maximum(
-        used.sum(axis=1), 1
-    )
-    return curve + level[:, None]
+    return curve + run_level(curve, log_y, used)[:, None]
+
+
+def mix_twin(curve: np.ndarray, twin: np.ndarray, weight: float | np.ndarray) -> np.ndarray:
+    """The prediction of a context with a known twin: the tuned curve and the twin's curve at the
+    runs' level (``run_level``), mixed in log space by the twin's weight (``fit_context``'s
+    ``twin_weight``). Residuals mix alike (the runs' log runtime cancels)."""
+    return (1 - weight) * curve + weight * twin
+
+
+def known_twin(
+    context: Mapping[str, str | float],
+    curves: Mapping[str, Any],
+    names: Iterable[str],
+    ratio_names: Iterable[str],
+    steep_floor: float,
+    run_sd: float,
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """For a context the model knows: its twins' curve (``twin_curve`` over the training curves
+    ``curves``, a model's ``metadata["curves"]``) as (log scale-outs, mean log runtime) and its
+    prior against the tuned curve (``twin_prior``: whether the head's basis draws it within the
+    training runs' noise ``run_sd``); None without a twin. Fine-tuning and calibration's
+    simulation of it both take a context's twin from here."""
+    found = twin_curve(context, curves.get("contexts", []), curves.get("scale_outs", []), names, ratio_names)
+    if found is None:
+        return None
+    log_n, log_runtime = found
+    misfit = basis_misfit(scale_out_basis(np.exp(log_n), steep_floor), log_runtime)
+    return log_n, log_runtime, twin_prior(misfit, run_sd)
 
 
 def with_replicates(

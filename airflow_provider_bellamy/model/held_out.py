@@ -55,12 +55,14 @@ def calibrate_members(
     environments: list[str | None],
     jobs: list[str | None] | None = None,
     h_out_of_fold: np.ndarray | None = None,
+    twins: Sequence[tuple[np.ndarray, np.ndarray, float] | None] | None = None,
 ) -> Calibration:
     """``calibrate`` on the members' out-of-fold predictions; the fine-tuning likelihood width is
     the members' training misfit where calibration has no better choice. ``jobs``: the contexts'
     job types, for per-job scales of the tables (not where job types are held out whole).
     ``h_out_of_fold`` [M, C, F]: the heads the band's tables read for each member's fold (default
-    ``h_members``, which choose the fine-tuning settings either way: ``calibrate``'s ``h_tables``)."""
+    ``h_members``, which choose the fine-tuning settings either way: ``calibrate``'s ``h_tables``).
+    ``twins`` [C]: each context's known twin among the others (``calibrate``'s ``twins``)."""
     likelihood_sd = max(noise_sd, training_rms(h_members, data, folds))
     return calibrate(
         h_members,
@@ -76,6 +78,7 @@ def calibrate_members(
         noise_sd=noise_sd,
         jobs=jobs,
         h_tables=h_out_of_fold,
+        twins=twins,
     )
 
 

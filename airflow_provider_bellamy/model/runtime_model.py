@@ -49,19 +49,19 @@ from airflow_provider_bellamy.model.finetuning import (
     OTHER_ENVIRONMENT_PRIOR,
     PARAMETRIC_PRIOR,
     UNSEEN_VALUE_PRIOR,
-    basis_misfit,
     combine_nearest,
     fit_context,
+    known_twin,
+    mix_twin,
     nearest_curve,
     nearest_distance,
     nearest_log_runtime,
     nearest_share,
     nearest_weight,
     replicate_checks,
+    run_level,
     superlinear_rise,
     tuned_log_runtime,
-    twin_curve,
-    twin_prior,
     with_replicates,
 )
 from airflow_provider_bellamy.model.held_out import (
@@ -357,6 +357,7 @@ class RuntimeModel:
         h_out_of_fold = np.where(np.isnan(cross_fitted[0]), h_members, cross_fitted[0])
         noise_sd = noise_sd_of(data)
         environments = _context_property(data.context_keys, keys, contexts, "environment")
+        curves = _context_curves(data, runs_np, keys, contexts)
         calibration = (
             calibrate_members(
                 h_members,
@@ -368,6 +369,11 @@ class RuntimeModel:
                 environments,
                 jobs,
                 h_out_of_fold=h_out_of_fold,
+                # each context's known twins among the others, as fine-tuning will find them
+                twins=[
+                    _known_twin_of(schema, c, curves, float(frame["scale_out"].min()), noise_sd)
+                    for c in ordered
+                ],
             )
             if k_folds > 1
             else Calibration(noise_sd, FineTuning(max(noise_sd, training_rms(h_members, runs_np, folds))))
@@ -413,7 +419,6 @@ class RuntimeModel:
                     ),
                 ),
             )
-        curves = _context_curves(data, runs_np, keys, contexts)
         newest = int(frame["id"].max()) if "id" in frame.columns and frame["id"].notna().any() else None
         metadata = {
             "format": FORMAT,
@@ -518,8 +523,7 @@ class RuntimeModel:
         twin_part = None
         if known_twin is not None and (share := float(fit.twin_weight[0])) > 0:
             log_n, log_runtime, at_runs, _ = known_twin
-            used = fit.run_weight[0] > 0
-            level = float(np.mean((log_y - at_runs)[used]))
+            level = float(run_level(at_runs[None], log_y[None], fit.run_weight[:1] > 0)[0])
             twin_part = NearestCurve(tuple(log_n.tolist()), tuple((log_runtime + level).tolist()), share)
         return self._copy(replace(part, run_residuals=residuals, twin=twin_part))
 
@@ -562,21 +566,20 @@ class RuntimeModel:
         against the tuned curve (``finetuning.twin_prior``: whether the head's basis draws it within
         the training runs' noise); None for any other context (one with a value read as unknown
         has ``_twin_log``)."""
-        if self.schema.unknown_properties(ctx):
-            return None
-        curves = self.metadata.get("curves") or {}
-        ratios = [p for p in DERIVED if p in self.schema.properties and ctx.get(p) is not None]
-        found = twin_curve(
-            ctx, curves.get("contexts", []), curves.get("scale_outs", []), self._nearest_names(ctx), ratios
+        found = _known_twin_of(
+            self.schema,
+            ctx,
+            self.metadata.get("curves") or {},
+            self._steep_floor,
+            float(self.calibration.noise_sd),
         )
         if found is None:
             return None
-        log_n, log_runtime = found
+        log_n, log_runtime, prior = found
         at = np.asarray(ns, dtype=np.float64)
         ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
         at_runs = nearest_log_runtime(log_n, log_runtime, self._network_log(ctx, at), ends, at)
-        misfit = basis_misfit(scale_out_basis(np.exp(log_n), self._steep_floor), log_runtime)
-        return log_n, log_runtime, at_runs, twin_prior(misfit, float(self.calibration.noise_sd))
+        return log_n, log_runtime, at_runs, prior
 
     def _twin_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray | None:
         """For a context with a value the model reads as unknown and a twin among the training
@@ -612,14 +615,7 @@ class RuntimeModel:
     def _nearest_names(self, ctx: dict[str, str | float]) -> list[str]:
         """The properties the nearest training contexts are found by: those ``ctx`` gives with a
         value the model knows."""
-        return [
-            p
-            for p in self.schema.properties
-            if p not in ALWAYS_KNOWN
-            and p not in DERIVED
-            and ctx.get(p) is not None
-            and self.schema.is_known(p, ctx[p])
-        ]
+        return _nearest_names(self.schema, ctx)
 
     def _nearest_distance(self, ctx: dict[str, str | float]) -> float | None:
         """How far the training context of ``ctx``'s job nearest to it lies in those properties
@@ -866,7 +862,7 @@ class RuntimeModel:
             log_n, log_runtime = np.asarray(tuned.twin.log_n), np.asarray(tuned.twin.log_runtime)
             ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
             twin = nearest_log_runtime(log_n, log_runtime, network, ends, ns)
-            curve = (1 - tuned.twin.weight) * curve + tuned.twin.weight * twin
+            curve = mix_twin(curve, twin, tuned.twin.weight)
         return network, curve
 
     def _nearest_blend(
@@ -1110,6 +1106,34 @@ def _check_shapes(
             raise ValueError(f"layer {layer} has shape {tensors[f'{layer}.weight'].shape}")
     if delta is not None and delta.shape != (m, n_basis):
         raise ValueError(f"delta has shape {delta.shape}")
+
+
+def _nearest_names(schema: FeatureSchema, ctx: Mapping[str, str | float]) -> list[str]:
+    """``RuntimeModel._nearest_names`` (pre-training asks it too, before there is a model)."""
+    return [
+        p
+        for p in schema.properties
+        if p not in ALWAYS_KNOWN
+        and p not in DERIVED
+        and ctx.get(p) is not None
+        and schema.is_known(p, ctx[p])
+    ]
+
+
+def _known_twin_of(
+    schema: FeatureSchema,
+    ctx: Mapping[str, str | float],
+    curves: Mapping[str, Any],
+    steep_floor: float,
+    run_sd: float,
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """A context's known twin (``finetuning.known_twin``: curve and prior) as the model finds it,
+    for fine-tuning (``RuntimeModel._known_twin``) and for calibration's simulation of it
+    (``_pretrain``); None for a context with a value the model reads as unknown (``_twin_log``)."""
+    if schema.unknown_properties(ctx):
+        return None
+    ratios = [p for p in DERIVED if p in schema.properties and ctx.get(p) is not None]
+    return known_twin(ctx, curves, _nearest_names(schema, ctx), ratios, steep_floor, run_sd)
 
 
 def _context_property(
