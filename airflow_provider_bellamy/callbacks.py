@@ -5,12 +5,16 @@ Three paths can record a finished try: a Bellamy operator itself, the
 enabled, and callbacks may be listed twice; each try still yields one row:
 
 * a process-local marker keyed by ``(dag_id, task_id, run_id, map_index,
-  try_number)``: the operator, the task's callbacks and the listener of one try
+  try_number, ti_id)``: the operator, the task's callbacks and the listener of one try
   all run in the same task process, so whichever records first marks the try and
   the others skip without touching the store;
-* the store's own idempotency on that same provenance key, for the cases a
-  process-local marker cannot see (a callback re-run in another process, a
-  listener in a different worker): ``record_run`` returns the existing row.
+* the store's own idempotency on the try's ``ti_id`` (Airflow's id of the task
+  instance try), for the cases a process-local marker cannot see (a callback re-run
+  in another process, a listener in a different worker): ``record_run`` returns the
+  existing row.
+
+``ti_id`` tells a DAG run deleted and created again under the same run_id (which
+starts again at try 1) from the old run: its tries are recorded as runs of their own.
 
 Use as ``on_success_callback=record_runtime`` and
 ``on_failure_callback=record_runtime`` (also ``on_retry_callback``: a failed try
@@ -23,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,22 +42,23 @@ RECORDED_XCOM_KEY = "bellamy_recorded_run"
 LAUNCH_STATE_KEY = "bellamy_launch"
 
 _lock = threading.Lock()
-_recorded: dict[tuple[str, str, str, int, int], int] = {}
+TryKey = tuple[str, str, str, int, int, str | None]
+_recorded: dict[TryKey, int] = {}
 # Tries that callbacks and the listener must not record, with why: a job that outlives its try (a
 # durable submission a retry reattaches to: recording it would store the job twice), or a job that
 # ended without a runtime the cluster reports readably (the task's wall time in its place holds
 # sizing, submission and polling besides the job).
-_unrecorded: dict[tuple[str, str, str, int, int], str] = {}
+_unrecorded: dict[TryKey, str] = {}
 _RUNS_ON = "its job runs on, for the retry that reattaches to it"
 # Tries whose job ended and whose write-back the store did not take (down, refusing): the row the
 # operator or sensor meant to write, which the listener or a callback of the same try writes instead
 # of the task's wall time (that holds sizing, submission and polling besides the job, at the size
 # asked for, not the one granted).
-_pending: dict[tuple[str, str, str, int, int], dict[str, Any]] = {}
+_pending: dict[TryKey, dict[str, Any]] = {}
 
 
-def try_key(ti: Any) -> tuple[str, str, str, int, int]:
-    """The provenance key of one task try."""
+def try_key(ti: Any) -> TryKey:
+    """The provenance key of one task try, with Airflow's id of the try (None where ``ti`` has none)."""
     map_index = getattr(ti, "map_index", -1)
     return (
         str(ti.dag_id),
@@ -60,7 +66,17 @@ def try_key(ti: Any) -> tuple[str, str, str, int, int]:
         str(ti.run_id),
         -1 if map_index is None else int(map_index),
         int(getattr(ti, "try_number", 1) or 1),
+        ti_id_of(ti),
     )
+
+
+def ti_id_of(ti: Any) -> str | None:
+    """Airflow's id of the task instance try (``ti.id``, a UUID: new each try, and for a DAG run
+    created again under the same run_id) as text; None for an object without one."""
+    value = getattr(ti, "id", None)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value if isinstance(value, str) else None
 
 
 def recorded_row(ti: Any) -> int | None:
@@ -153,7 +169,7 @@ def write_back(
     if existing is not None:
         log.info("Bellamy: try %s already recorded as run %s; not recording again", try_key(ti), existing)
         return existing
-    dag_id, task_id, run_id, map_index, try_number = try_key(ti)
+    dag_id, task_id, run_id, map_index, try_number, ti_id = try_key(ti)
     row_id = facade.record_run(
         job_type=job_type,
         framework=framework,
@@ -166,6 +182,7 @@ def write_back(
         run_id=run_id,
         map_index=map_index,
         try_number=try_number,
+        ti_id=ti_id,
         started_at=started_at,
         ended_at=ended_at,
         external_id=external_id,

@@ -12,6 +12,7 @@ import dataclasses
 import datetime as dt
 import math
 import re
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "run_id",
     "map_index",
     "try_number",
+    "ti_id",  # store revision 0006: Airflow's id of the task instance try
     "started_at",
     "ended_at",
     "status",
@@ -88,6 +90,21 @@ def validate_int(value: Any, field: str, *, minimum: int = 1, where: str | None 
     if math.isnan(as_float) or as_float != int(as_float) or as_float < minimum:
         raise InvalidInputError(field, value, problem, where=where)
     return int(as_float)
+
+
+def validate_ti_id(value: Any, field: str = "ti_id", *, where: str | None = None) -> str | None:
+    """Airflow's id of a task instance try (a UUID, as ``ti.id`` gives it or as text), in its
+    canonical text form; None when absent."""
+    if is_missing(value):
+        return None
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, str):
+        try:
+            return str(uuid.UUID(value.strip()))
+        except ValueError:
+            pass
+    raise InvalidInputError(field, value, "must be a UUID (Airflow's task instance id, ti.id)", where=where)
 
 
 def validate_scale_out(value: Any, *, field: str = "scale_out", where: str | None = None) -> int:
@@ -584,7 +601,7 @@ def check_complete_properties(
 # it sizes a job type that has runs but no model of its own yet (a new pipeline), reading the job
 # type as one property among the others. Reserved: no run may carry it.
 ALL_JOB_TYPES = "all"
-PROVENANCE_KEYS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
+PROVENANCE_KEYS: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number", "ti_id")
 _RUN_FIELDS = frozenset(REQUIRED_COLUMNS) | frozenset(PROVENANCE_COLUMNS)
 
 
@@ -721,6 +738,9 @@ def validate_provenance(value: Any) -> dict[str, Any]:
         out["try_number"] = validate_int(
             value["try_number"], "provenance.try_number", minimum=0, where="provenance"
         )
+    ti_id = validate_ti_id(value.get("ti_id"), "provenance.ti_id", where="provenance")
+    if ti_id is not None:
+        out["ti_id"] = ti_id
     return out
 
 
@@ -858,11 +878,12 @@ def prepare_run(record: dict[str, Any], where: str, kinds: Mapping[str, StoredKi
             try_number=1
             if is_missing(try_number)
             else validate_int(try_number, "try_number", minimum=0, where=where),
+            ti_id=validate_ti_id(record.get("ti_id"), where=where),
         )
-    elif dag_id is not None:
+    elif dag_id is not None or not is_missing(record.get("ti_id")):
         # Trace rows carry no Airflow try; a stray dag_id would not make them unique anyway.
         raise InvalidInputError(
-            "source", source, "a trace row has no dag_id; use source='observed'", where=where
+            "source", source, "a trace row has no dag_id or ti_id; use source='observed'", where=where
         )
     return row
 
@@ -892,6 +913,7 @@ def runs_frame(rows: Iterable[Any], *, provenance: bool = False) -> pd.DataFrame
                 run_id=r.run_id,
                 map_index=r.map_index,
                 try_number=r.try_number,
+                ti_id=r.ti_id,
                 started_at=r.started_at,
                 ended_at=r.ended_at,
                 external_id=r.external_id,

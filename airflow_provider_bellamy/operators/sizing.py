@@ -318,6 +318,8 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
         return reserve_s, unknown, sources
 
     def _provenance(self, context: Context) -> dict[str, Any]:
+        from airflow_provider_bellamy.callbacks import ti_id_of
+
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         return {
@@ -326,6 +328,8 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
             "run_id": ti.run_id,
             "map_index": -1 if map_index is None else map_index,
             "try_number": ti.try_number,
+            # which incarnation of the run (one deleted and created again keeps its run_id)
+            "ti_id": ti_id_of(ti),
         }
 
     def _fallback(self, reason: str, spec: SizingSpec, target_s: float | None) -> Any:

@@ -17,8 +17,18 @@ from sqlalchemy.orm import Session
 
 from airflow_provider_bellamy.exceptions import InvalidInputError
 from airflow_provider_bellamy.records import StoredKinds, property_kinds
-from airflow_provider_bellamy.store.schema import RUN_STATUSES, Decision, ModelVersion, Run, utcnow
+from airflow_provider_bellamy.store.schema import (
+    RUN_STATUSES,
+    TI_ID_WHERE,
+    TRY_KEY_WHERE,
+    Decision,
+    ModelVersion,
+    Run,
+    utcnow,
+)
 
+# An Airflow try without its ti_id (a row recorded before revision 0006, or by a caller that does
+# not know it): its provenance key.
 TRY_KEY: tuple[str, ...] = ("dag_id", "task_id", "run_id", "map_index", "try_number")
 _RUN_COLUMNS = frozenset(c.key for c in Run.__table__.columns) - {"id"}
 
@@ -99,21 +109,40 @@ class RunRepository:
     # ---------------------------------------------------------------- writes
 
     def add(self, values: Mapping[str, Any]) -> tuple[int, bool]:
-        """Insert one run; returns (row id, created). An Airflow try already stored is not added again."""
+        """Insert one run; returns (row id, created). An Airflow try already stored is not added again.
+
+        A try is its ``ti_id`` (Airflow's id of the task instance try) where the run has one: a DAG
+        run deleted and created again under the same run_id starts again at try 1, its own run. A
+        run without one is the try of its provenance key (``TRY_KEY``), stored with or without a
+        ti_id."""
         row = self._row(values)
         if row["source"] != "observed":
             new_id = self.session.execute(sa.insert(Run).values(**row).returning(Run.id)).scalar_one()
             return int(new_id), True
+        if row.get("ti_id") is None:
+            # the try as a caller that knows its ti_id recorded it, if one did (found newest first
+            # in ix_runs_airflow_task: a step or two); not under the insert's lock, a race only
+            # between such callers and others for the same try
+            existing = self.find_try(*(row[k] for k in TRY_KEY))
+            if existing is not None:
+                return existing.id, False
+            index_elements, where = list(TRY_KEY), TRY_KEY_WHERE
+        else:
+            index_elements, where = ["ti_id"], TI_ID_WHERE
         stmt = (
             _insert(self.session, Run)
             .values(**row)
-            .on_conflict_do_nothing(index_elements=list(TRY_KEY), index_where=sa.text("source = 'observed'"))
+            .on_conflict_do_nothing(index_elements=index_elements, index_where=sa.text(where))
             .returning(Run.id)
         )
         new_id = self.session.execute(stmt).scalar_one_or_none()
         if new_id is not None:
             return int(new_id), True
-        existing = self.find_try(*(row[k] for k in TRY_KEY))
+        existing = (
+            self.find_try(*(row[k] for k in TRY_KEY))
+            if row.get("ti_id") is None
+            else self.find_ti(row["ti_id"])
+        )
         if existing is None:  # pragma: no cover - the conflicting row cannot vanish inside the transaction
             raise RuntimeError("run conflicted with a stored try that cannot be found")
         return existing.id, False
@@ -155,8 +184,11 @@ class RunRepository:
         return self.session.get(Run, run_row_id)
 
     def find_try(self, dag_id: str, task_id: str, run_id: str, map_index: int, try_number: int) -> Run | None:
+        """The observed run of a provenance key; of several (a DAG run deleted and created again
+        under its run_id: each incarnation's try has its own ti_id), the newest."""
         return self.session.scalars(
-            sa.select(Run).where(
+            sa.select(Run)
+            .where(
                 Run.source == "observed",
                 Run.dag_id == dag_id,
                 Run.task_id == task_id,
@@ -164,7 +196,13 @@ class RunRepository:
                 Run.map_index == map_index,
                 Run.try_number == try_number,
             )
-        ).one_or_none()
+            .order_by(Run.id.desc())
+            .limit(1)
+        ).first()
+
+    def find_ti(self, ti_id: str) -> Run | None:
+        """The run of one Airflow task instance try, by its id."""
+        return self.session.scalars(sa.select(Run).where(Run.ti_id == ti_id)).one_or_none()
 
     def id_of_job(self, framework: str, external_id: str) -> int | None:
         """The row of a cluster job (any Airflow try): a job that a later try reattached to is

@@ -17,6 +17,10 @@ RUN_STATUSES: tuple[str, ...] = ("success", "failed")
 RUN_SOURCES: tuple[str, ...] = ("trace", "observed")
 MODEL_SCOPES: tuple[str, ...] = ("general", "context")
 MODEL_STATUSES: tuple[str, ...] = ("candidate", "active", "retired")
+# The rows each of the runs' two unique keys of an Airflow try covers (revision 0006); an insert
+# names the same predicate to find its index (ON CONFLICT).
+TI_ID_WHERE = "ti_id IS NOT NULL"
+TRY_KEY_WHERE = "source = 'observed' AND ti_id IS NULL"
 
 
 class UTCDateTime(sa.types.TypeDecorator[dt.datetime]):
@@ -70,6 +74,10 @@ class Run(Base):
     run_id: Mapped[str | None] = mapped_column(sa.String(250))
     map_index: Mapped[int | None] = mapped_column(sa.Integer)
     try_number: Mapped[int | None] = mapped_column(sa.Integer)
+    # Airflow's id of the task instance try (a UUID, new each try; revision 0006): a DAG run deleted
+    # and created again under the same run_id starts again at try 1, and only this tells its tries
+    # from the old run's. NULL: recorded before 0006, or by a caller that does not know it.
+    ti_id: Mapped[str | None] = mapped_column(sa.String(36))
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     external_id: Mapped[str | None] = mapped_column(sa.String(250))
@@ -98,8 +106,18 @@ class Run(Base):
             " AND map_index IS NOT NULL AND try_number IS NOT NULL)",
             name="ck_runs_observed_provenance",
         ),
-        # One row per Airflow task try: recording the same try twice is a no-op.
-        # Partial, so trace rows (no provenance, genuine repetitions) are never merged.
+        sa.CheckConstraint("ti_id IS NULL OR source = 'observed'", name="ck_runs_ti_id"),
+        # One row per Airflow task try: recording the same try twice is a no-op. A try is its
+        # ti_id where the row has one; rows without (recorded before 0006, or by a caller that
+        # does not know it) keep the provenance key. Partial, so trace rows (no provenance,
+        # genuine repetitions) are never merged.
+        sa.Index(
+            "uq_runs_ti_id",
+            "ti_id",
+            unique=True,
+            sqlite_where=sa.text(TI_ID_WHERE),
+            postgresql_where=sa.text(TI_ID_WHERE),
+        ),
         sa.Index(
             "uq_runs_airflow_try",
             "dag_id",
@@ -108,8 +126,8 @@ class Run(Base):
             "map_index",
             "try_number",
             unique=True,
-            sqlite_where=sa.text("source = 'observed'"),
-            postgresql_where=sa.text("source = 'observed'"),
+            sqlite_where=sa.text(TRY_KEY_WHERE),
+            postgresql_where=sa.text(TRY_KEY_WHERE),
         ),
         sa.Index("ix_runs_training", "job_type", "status", "id"),
         # Covers the launch path's look-ups of one context (its count and newest run, its newest
@@ -240,6 +258,7 @@ class Decision(Base):
     run_id: Mapped[str | None] = mapped_column(sa.String(250))
     map_index: Mapped[int | None] = mapped_column(sa.Integer)
     try_number: Mapped[int | None] = mapped_column(sa.Integer)
+    ti_id: Mapped[str | None] = mapped_column(sa.String(36))  # see Run.ti_id (revision 0006)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), nullable=False, default=utcnow)
     run_row_id: Mapped[int | None] = mapped_column(sa.Integer, sa.ForeignKey("runs.id"))
     # What the decision claimed besides its reason (revision 0004; NULL in older rows): the

@@ -39,7 +39,7 @@ from airflow_provider_bellamy.store.engine import (
 T = TypeVar("T")
 
 # The newest migration in migrations/versions (a test checks it against Alembic's head).
-HEAD_REVISION = "0005_runs_source_index"
+HEAD_REVISION = "0006_task_instance_try_id"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # Model weights above this size go to a file beside the store instead of a database row.
 DEFAULT_BLOB_THRESHOLD_BYTES = 50 * 1024 * 1024
