@@ -106,7 +106,6 @@ class Run(Base):
             " AND map_index IS NOT NULL AND try_number IS NOT NULL)",
             name="ck_runs_observed_provenance",
         ),
-        sa.CheckConstraint("ti_id IS NULL OR source = 'observed'", name="ck_runs_ti_id"),
         # One row per Airflow task try: recording the same try twice is a no-op. A try is its
         # ti_id where the row has one; rows without (recorded before 0006, or by a caller that
         # does not know it) keep the provenance key. Partial, so trace rows (no provenance,

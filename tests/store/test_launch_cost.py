@@ -6,6 +6,7 @@ steps (a progress handler); PostgreSQL the rows its plans read (``EXPLAIN ANALYZ
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -105,6 +106,7 @@ def _launch(bellamy: Bellamy, store: Store, tag: str) -> tuple[StoreWork, StoreW
         bellamy.record_run(
             job_type="grep", framework="spark", scale_out=4, runtime_s=110.0, context=MEASURED,
             dag_id="d", task_id="t", run_id=tag, decision_id=decision.decision_id,
+            ti_id=str(uuid.uuid4()),  # as a task records it: with Airflow's id of the try
         )  # fmt: skip
     return sized, recorded, decision.model_version or ""
 

@@ -107,6 +107,8 @@ def test_provenance_and_timestamps_round_trip(bellamy: Bellamy) -> None:
         ({"status": "crashed"}, "status"),
         ({"run_id": None}, "run_id"),
         ({"try_number": -2}, "try_number"),
+        ({"ti_id": "not-a-uuid"}, "ti_id"),
+        ({"ti_id": 17}, "ti_id"),
         ({"started_at": "yesterday"}, "started_at"),
         ({"ended_at": "2020-01-01T00:00:00"}, "ended_at"),
         ({"context": {"data_size_mb": float("inf")}}, "context.data_size_mb"),
@@ -140,4 +142,9 @@ def test_bad_frame_row_is_named_with_its_position(bellamy: Bellamy) -> None:
 def test_trace_rows_cannot_claim_airflow_provenance(bellamy: Bellamy) -> None:
     with pytest.raises(InvalidInputError, match="source"):
         bellamy.record_run(**observed_run(source="trace"))
+    with pytest.raises(InvalidInputError, match="source"):  # nor Airflow's id of a try
+        bellamy.record_run(
+            job_type="grep", framework="spark", scale_out=2, runtime_s=9.0, context={"machine_type": "m"},
+            source="trace", ti_id="01a21331-1786-770c-9854-adfcbb06b5a9",
+        )  # fmt: skip
     assert bellamy.count_runs() == 0

@@ -47,17 +47,13 @@ def _partial_index(name: str, columns: list[str], where: str) -> None:
 
 
 def upgrade() -> None:
-    # Dropped before the batch (SQLite copies the table and re-creates the indexes it finds), and
-    # created after it with their predicates written here.
+    # Columns added in place, no batch: SQLite's copy of ``runs`` would drop a table that
+    # decisions.run_row_id refers to. (Only observed runs carry a ti_id: records.prepare_run.)
+    op.add_column("runs", sa.Column("ti_id", sa.String(36)))
+    op.add_column("decisions", sa.Column("ti_id", sa.String(36)))
     op.drop_index("uq_runs_airflow_try", table_name="runs")
-    # batch mode: SQLite cannot add a CHECK constraint to an existing table in place.
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("ti_id", sa.String(36)))
-        batch.create_check_constraint("ck_runs_ti_id", "ti_id IS NULL OR source = 'observed'")
     _partial_index("uq_runs_ti_id", ["ti_id"], _TI_ID_WHERE)
     _partial_index("uq_runs_airflow_try", _TRY_KEY, _TRY_KEY_WHERE)
-    with op.batch_alter_table("decisions") as batch:
-        batch.add_column(sa.Column("ti_id", sa.String(36)))
 
 
 def downgrade() -> None:
@@ -80,11 +76,9 @@ def downgrade() -> None:
             "created again under the same run_id); the older schema keeps one run per key: export "
             "the runs (`bellamy history export`), then delete all but one run of each such key"
         )
-    with op.batch_alter_table("decisions") as batch:
-        batch.drop_column("ti_id")
     op.drop_index("uq_runs_airflow_try", table_name="runs")
     op.drop_index("uq_runs_ti_id", table_name="runs")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_constraint("ck_runs_ti_id", type_="check")
-        batch.drop_column("ti_id")
+    # ALTER TABLE ... DROP COLUMN, in place on SQLite too (3.35 and later), as upgrade added them
+    op.drop_column("decisions", "ti_id")
+    op.drop_column("runs", "ti_id")
     _partial_index("uq_runs_airflow_try", _TRY_KEY, _OLD_TRY_KEY_WHERE)
