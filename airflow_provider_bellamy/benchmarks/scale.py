@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -424,6 +425,8 @@ def _record_try(
         task_id=f"task_{i}",
         run_id=f"bench__{synthetic.generated}_{i}",
         try_number=try_number,
+        # as a task records it: with Airflow's id of the try (a UUID; here one per sample and try)
+        ti_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"bench_scale/{synthetic.generated}/{i}/{try_number}")),
         decision_id=decision.decision_id,
     )
 
