@@ -70,6 +70,13 @@ def try_key(ti: Any) -> TryKey:
     )
 
 
+def try_label(ti: Any) -> str:
+    """A try as log lines name it: its provenance key, and Airflow's id of it where ``ti`` has one
+    (what tells a re-created run's try 1 from the old run's)."""
+    *key, ti_id = try_key(ti)
+    return f"{tuple(key)}" + (f" (ti {ti_id})" if ti_id else "")
+
+
 def ti_id_of(ti: Any) -> str | None:
     """Airflow's id of the task instance try (``ti.id``, a UUID: new each try, and for a DAG run
     created again under the same run_id) as text; None for an object without one."""
@@ -167,7 +174,7 @@ def write_back(
     the time it waited for that size before; see ``docs/airflow.md``."""
     existing = recorded_row(ti)
     if existing is not None:
-        log.info("Bellamy: try %s already recorded as run %s; not recording again", try_key(ti), existing)
+        log.info("Bellamy: try %s already recorded as run %s; not recording again", try_label(ti), existing)
         return existing
     dag_id, task_id, run_id, map_index, try_number, ti_id = try_key(ti)
     row_id = facade.record_run(
@@ -308,7 +315,7 @@ def record_from_context(
         return recorded_row(ti)
     reason = unrecorded_reason(ti)
     if reason is not None:
-        log.info("Bellamy: not recording %s: %s", try_key(ti), reason)
+        log.info("Bellamy: not recording %s: %s", try_label(ti), reason)
         return None
     from airflow_provider_bellamy.hooks.bellamy import BellamyHook
 
@@ -332,7 +339,8 @@ def record_from_context(
     jt = job_type or (decision or {}).get("job_type")
     if chosen is None or jt is None:
         log.warning(
-            "Bellamy: not recording %s: no sizing decision found and no job_type/scale_out given", try_key(ti)
+            "Bellamy: not recording %s: no sizing decision found and no job_type/scale_out given",
+            try_label(ti),
         )
         return None
     props = dict(properties) if properties is not None else dict((decision or {}).get("context") or {})
@@ -341,7 +349,7 @@ def record_from_context(
     ended = _as_utc(getattr(ti, "end_date", None)) or dt.datetime.now(dt.timezone.utc)
     runtime = (ended - started).total_seconds() if started else None
     if runtime is None or runtime <= 0:
-        log.warning("Bellamy: not recording %s: no start time to measure the runtime from", try_key(ti))
+        log.warning("Bellamy: not recording %s: no start time to measure the runtime from", try_label(ti))
         return None
     facade = BellamyHook(bellamy_conn_id).get_facade()
     return write_back(

@@ -80,6 +80,9 @@ def test_one_row_per_try_whatever_is_enabled(airflow_db: str, bellamy_store: Any
     runs = bellamy_store.list_runs("etl", limit=None)
     by_try = sorted((r["task_id"], r["try_number"], r["status"]) for r in runs)
     assert by_try == [("flaky", 1, "failed"), ("flaky", 2, "success"), ("listener_only", 1, "success")]
+    # each try with Airflow's id of it: a retry is a try of its own (ti.id is new each try)
+    flaky_ti_ids = {r["ti_id"] for r in runs if r["task_id"] == "flaky"}
+    assert len(flaky_ti_ids) == 2 and None not in flaky_ti_ids
     flaky_ok = next(r for r in runs if r["task_id"] == "flaky" and r["status"] == "success")
     assert flaky_ok["scale_out"] == 4 and flaky_ok["runtime_s"] >= 0.2
     assert flaky_ok["decision_id"] == decision["decision_id"]
