@@ -3,9 +3,10 @@
 At launch, in order:
 
 1. reattach: a task retried after its worker died finds the job its earlier try submitted
-   (every job gets a deterministic id from dag/task/run/map index and an attempt counter) and
-   waits for that one instead of submitting it again; a FAILED/CANCELED earlier job is not
-   reattached, the retry submits a fresh attempt;
+   (every job gets a deterministic id from dag/task/run/map index and an attempt counter; the
+   DAG run's task state store names it before submission) and waits for that one instead of
+   submitting it again; a FAILED/CANCELED earlier job, or one an earlier DAG run of the same
+   run_id submitted, is not reattached: the retry submits a fresh attempt;
 2. sizing (``BellamySizingMixin``): parallelism = the chosen scale-out; candidates default to
    1 … the cluster's total task slots;
 3. the free slots of the cluster (``/overview``) must hold that parallelism, else the task
@@ -160,15 +161,32 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         return hook
 
     def _previous_job(self, hook: FlinkHook, context: Context) -> tuple[Any, str]:
-        """(a job of an earlier try to reattach to or None, the id for a new submission)."""
+        """(a job of an earlier try to reattach to or None, the id for a new submission).
+
+        With Airflow's task state store (3.3+; one namespace per DAG run, deleted with it), only the
+        job this DAG run's tries named there before submitting is theirs: a job under the same id
+        that the store does not name was submitted by an earlier DAG run of the same run_id (deleted
+        and created again), and reattaching to it would run nothing and record nothing."""
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         map_index = -1 if map_index is None else int(map_index)
+        store = context.get("task_state_store")
+        launch = store.get(LAUNCH_STATE_KEY) if store is not None else None
+        named = launch.get("job_id") if isinstance(launch, dict) else None
         for attempt in range(MAX_JOB_ATTEMPTS):
             job_id = deterministic_job_id(ti.dag_id, ti.task_id, ti.run_id, map_index, attempt)
             job = hook.find_job(job_id)
             if job is None:
                 return None, job_id
+            if store is not None and job_id != named:
+                self.log.info(
+                    "Bellamy: Flink job %s (%s) was submitted by an earlier DAG run of run_id %s; "
+                    "not reattaching",
+                    job_id,
+                    job.state,
+                    ti.run_id,
+                )
+                continue
             if self.reattach and (not job.terminal or job.succeeded):
                 return job, job_id
         raise InvalidInputError(
@@ -213,6 +231,12 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
         decision_dict = decision.to_dict()
         decision_dict["target"] = target.to_dict()
 
+        store = context.get("task_state_store")
+        launch_state = {"decision": decision_dict, "job_id": job_id, "try_number": context["ti"].try_number}
+        if store is not None:
+            # Named before submitting: a try lost right after the submission leaves its retry the
+            # name of its job (the only job under this id it reattaches to) and the decision.
+            store.set(LAUNCH_STATE_KEY, launch_state)
         started = time.monotonic()
         submitted = hook.submit(
             application,
@@ -224,13 +248,8 @@ class BellamyFlinkOperator(BellamySizingMixin, BaseOperator):
             timeout_s=self.submit_timeout_s,
         )
         self._job_id = submitted
-        store = context.get("task_state_store")
-        if store is not None:
-            # A retry that reattaches to this job records it with this decision (no new sizing).
-            store.set(
-                LAUNCH_STATE_KEY,
-                {"decision": decision_dict, "job_id": submitted, "try_number": context["ti"].try_number},
-            )
+        if store is not None and submitted != job_id:
+            store.set(LAUNCH_STATE_KEY, {**launch_state, "job_id": submitted})
         self.log.info(
             "Bellamy: submitted %s as Flink job %s with parallelism %s (free slots %s/%s) in %.1f s",
             self.job_type,

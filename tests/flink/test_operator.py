@@ -161,10 +161,13 @@ def _wordcount(cls, args, flink_conn_id, **kwargs) -> BellamyFlinkOperator:
     )
 
 
-def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
+def test_a_recreated_run_does_not_reattach_to_the_job_of_the_deleted_run(
     airflow_db, flink_cluster, flink_conn_id, bellamy_store, tmp_path
 ) -> None:
-    """A worker died after submitting: the retry finds the job by its id and does not resubmit."""
+    """A DAG run deleted and created again under the same run_id (``dag.test()`` at the same
+    logical date does so) derives the same Flink job ids; the jobs the earlier runs submitted are
+    not its tries' (its task state store names none of them): it submits and records its own job.
+    (Before, it reattached to the earlier run's finished job: nothing ran, nothing was recorded.)"""
     from airflow.models.dagrun import DagRun
     from airflow.sdk import DAG
     from airflow.utils.types import DagRunType
@@ -172,28 +175,31 @@ def test_retry_reattaches_to_the_submitted_job_and_records_it_once(
     conn_id, facade = "bellamy_default", bellamy_store
     logical = dt.datetime(2026, 2, 1, tzinfo=dt.timezone.utc)
     run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=logical, run_after=logical)
-    job_id = deterministic_job_id("flink_reattach", "wordcount", run_id, -1, 0)
+    ids = [deterministic_job_id("flink_reattach", "wordcount", run_id, -1, a) for a in range(3)]
     hook = FlinkHook(flink_conn_id)
-    # "Try 1": the submission happened, then the worker was lost before it could record.
+    # A DAG run of this run_id, since deleted, submitted attempt 0 (at parallelism 2).
     args = ["--lines", "30000", "--output", str(tmp_path / "counts")]
-    assert hook.submit(WORDCOUNT, 2, application_args=args, job_id=job_id) == job_id
+    assert hook.submit(WORDCOUNT, 2, application_args=args, job_id=ids[0]) == ids[0]
     with DAG("flink_reattach", schedule=None, start_date=START, catchup=False) as dag:
         _wordcount(
             BellamyFlinkOperator,
             args,
             flink_conn_id,
-            scale_outs=[1],  # a fresh submission would run at 1; the reattached job ran at 2
+            scale_outs=[1],  # this run's own submission runs at 1
             bellamy_conn_id=conn_id,
         )
     jobs_before = len(hook.list_jobs())
-    for _ in range(2):  # the second run is the same task instance's next try
+    for _ in range(2):  # the second dag.test() deletes the run and creates it again
         dr = run_dag_test(dag, logical_date=logical, run_after=logical)
         assert dr.run_id == run_id
-        assert _ti_states(dr) == {"wordcount": "success"}
-    assert len(hook.list_jobs()) == jobs_before
-    [run] = _flink_runs(facade)
-    assert run["external_id"] == job_id and run["scale_out"] == 2
-    assert run["runtime_s"] == hook.get_job(job_id).runtime_s
+        assert _ti_states(dr) == {"wordcount": "success"}, flink_cluster.logs_tail()
+    assert len(hook.list_jobs()) == jobs_before + 2  # each run submitted its own job
+    runs = sorted(_flink_runs(facade), key=lambda r: r["id"])
+    assert [(r["external_id"], r["scale_out"], r["run_id"]) for r in runs] == [
+        (ids[1], 1, run_id),
+        (ids[2], 1, run_id),
+    ]
+    assert [r["runtime_s"] for r in runs] == [hook.get_job(i).runtime_s for i in ids[1:]]
 
 
 class _GivesUpOnFirstTry(BellamyFlinkOperator):
