@@ -16,6 +16,7 @@
         # deadline: "2025-01-01T06:00:00+00:00" | dag | "{{ templated }}"
         # deadline_alert_name: sla  # with deadline: dag, which of the DAG's alerts
         # reserve: 10m | auto    # time the downstream tasks still need
+        # default_task_reserve: 30s  # with reserve: auto, a task with no recorded duration
         confidence: 0.9
         objective: min_scale_out # min_scale_out | min_cost | fastest | fewest_nodes
         price_per_node_hour: 0.2

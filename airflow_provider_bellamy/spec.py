@@ -514,6 +514,23 @@ class SizingSpec:
             raise InvalidInputError(
                 name("reserve"), arguments.get("reserve"), "only applies with a deadline", where=where
             )
+        # Settings read only in one combination would otherwise be taken and ignored without a word.
+        if self.default_task_reserve_s and self.reserve != RESERVE_AUTO and ready("reserve"):
+            raise InvalidInputError(
+                name("default_task_reserve"),
+                arguments.get("default_task_reserve"),
+                f"only applies with {name('reserve')}='auto' (a deadline's reserve predicted from "
+                "the downstream tasks' durations: the cost of a task with none recorded)",
+                where=where,
+            )
+        dag_deadline = self.use_dag_deadline or self.deadline == DAG_DEADLINE
+        if self.deadline_alert_name is not None and not dag_deadline and ready("deadline"):
+            raise InvalidInputError(
+                name("deadline_alert_name"),
+                self.deadline_alert_name,
+                f"only applies with the DAG's DeadlineAlert ({name('deadline')}='dag' or use_dag_deadline=True)",
+                where=where,
+            )
         if self.on_infeasible == "run-likely" and self.objective == "fastest":
             raise InvalidInputError(
                 name("on_infeasible"),

@@ -22,4 +22,5 @@ pytest_plugins: list[str] = [
     "tests.fixtures.airflow_db",
     "tests.fixtures.airflow",
     "tests.fixtures.spark",
+    "tests.fixtures.fake_flink",  # after tests.fixtures.airflow, which it imports
 ]

@@ -64,7 +64,7 @@ FIELDS: list[tuple[str, Any, Any, str, Any, dict[str, Any]]] = [
     ("deadline_alert_name", "sla", "sla", None, " ", {"deadline": "dag"}),
     ("reserve", 600, 600.0, "10m", "later", {"deadline": DEADLINE}),
     ("reserve", "auto", "auto", "auto", -1, {"deadline": DEADLINE}),
-    ("default_task_reserve", 30, 30.0, "30s", "-5", {}),
+    ("default_task_reserve", 30, 30.0, "30s", "-5", {"deadline": DEADLINE, "reserve": "auto"}),
     ("confidence", 0.95, 0.95, "0.95", 1.5, {}),
     ("objective", "fastest", "fastest", "fastest", "cheapest", {}),
     ("price_per_node_hour", 0.25, 0.25, "0.25", -1, {}),
@@ -107,6 +107,11 @@ def test_every_argument_is_in_the_table() -> None:
         ({"target": 60, "use_dag_deadline": True}, "use_dag_deadline", True),
         ({"deadline": DEADLINE, "use_dag_deadline": True}, "use_dag_deadline", True),
         ({"reserve": "10m"}, "reserve", "10m"),
+        # read only with reserve auto, only with the DAG's DeadlineAlert: refused, not ignored
+        ({"target": 60, "default_task_reserve": "1m"}, "default_task_reserve", "1m"),
+        ({"deadline": DEADLINE, "reserve": "5m", "default_task_reserve": 30}, "default_task_reserve", 30),
+        ({"target": 60, "deadline_alert_name": "sla"}, "deadline_alert_name", "sla"),
+        ({"deadline": DEADLINE, "deadline_alert_name": "sla"}, "deadline_alert_name", "sla"),
         ({"objective": "min_cost"}, "price_per_node_hour", None),
         ({"default_scale_out": 3}, "default_scale_out", 3),
         ({"scale_outs": None}, "scale_outs", None),
@@ -151,6 +156,36 @@ def test_errors_carry_the_prefix_the_names_and_the_place() -> None:
             where="p.yaml",
         )
     assert str(err.value).startswith("p.yaml: jobs.j.scale_out[1]=0: ")
+
+
+def test_settings_of_one_combination_wait_for_the_templates_that_decide_it() -> None:
+    """``default_task_reserve`` is read only with ``reserve: auto``, ``deadline_alert_name`` only
+    with the DAG's DeadlineAlert: with a template still to decide that, the check waits for it."""
+    late = {**BASE, "deadline": "{{ params.deadline }}", "reserve": "{{ params.reserve }}"}
+    spec = SizingSpec.parse(
+        {**late, "default_task_reserve": 30, "deadline_alert_name": "sla"}, defer_templates=True
+    )
+    assert spec.templated == {"deadline", "reserve"}
+    rendered = {**late, "deadline": "dag", "reserve": "auto"}
+    spec = SizingSpec.parse({**rendered, "default_task_reserve": 30, "deadline_alert_name": "sla"})
+    assert spec.use_dag_deadline and spec.deadline_alert_name == "sla"
+    assert spec.default_task_reserve_s == 30.0
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse({**rendered, "reserve": "10m", "default_task_reserve": 30})
+    assert (err.value.field, err.value.value) == ("default_task_reserve", 30)
+    with pytest.raises(InvalidInputError) as err:
+        SizingSpec.parse({**rendered, "deadline": DEADLINE, "deadline_alert_name": "sla"})
+    assert (err.value.field, err.value.value) == ("deadline_alert_name", "sla")
+
+
+@pytest.mark.parametrize("nothing", ["", "   ", "\n", None])
+def test_a_target_that_rendered_nothing_is_no_target(nothing: Any) -> None:
+    """``"{{ params.target or '' }}"``: a template rendering nothing (or only white space) means
+    "no target", as leaving it out: sizing by the objective alone, or by a deadline."""
+    assert SizingSpec.parse({**BASE, "target": nothing}) == SizingSpec.parse(BASE)
+    assert SizingSpec.parse({**BASE, "target": nothing}).target_s is None
+    with_deadline = SizingSpec.parse({**BASE, "target": nothing, "deadline": DEADLINE})
+    assert with_deadline.deadline == DEADLINE and with_deadline.target_s is None
 
 
 def test_deadline_dag_is_the_dags_deadline_alert() -> None:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_bellamy.cli._args import add_sizing_arguments, context_from, scale_outs_from
-from airflow_provider_bellamy.decisions import OBJECTIVES, format_confidence
+from airflow_provider_bellamy.decisions import OBJECTIVES, SizingDecision, format_confidence
+from airflow_provider_bellamy.exceptions import DecisionNotStoredError
 from airflow_provider_bellamy.spec import ON_INFEASIBLE, parse_duration
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def register(subparsers: Any) -> None:
@@ -75,28 +80,42 @@ def _size(args: argparse.Namespace) -> int:
     import json
 
     from rich.console import Console
-    from rich.table import Table
 
     from airflow_provider_bellamy.facade import Bellamy
 
     # one reader of durations, as the operators' and pipeline files' targets; refused naming the flag
     target = None if args.target is None else parse_duration(args.target, "--target")
-    d = Bellamy(args.store_url).size(
-        args.job_type,
-        context_from(args),
-        scale_outs_from(args.scale_outs),
-        target,
-        args.confidence,
-        args.objective,
-        price_per_node_hour=args.price_per_node_hour,
-        default_scale_out=args.default_scale_out,
-        framework=args.framework,
-        on_infeasible=args.on_infeasible,
-    )
+    not_stored: DecisionNotStoredError | None = None
+    try:
+        d = Bellamy(args.store_url).size(
+            args.job_type,
+            context_from(args),
+            scale_outs_from(args.scale_outs),
+            target,
+            args.confidence,
+            args.objective,
+            price_per_node_hour=args.price_per_node_hour,
+            default_scale_out=args.default_scale_out,
+            framework=args.framework,
+            on_infeasible=args.on_infeasible,
+        )
+    except DecisionNotStoredError as exc:
+        # the model answered; only its row is missing (a read-only role or replica): the answer is
+        # printed and the status is the answer's, as the operators launch it (docs/architecture.md)
+        d, not_stored = exc.decision, exc
     console = Console()
     if args.json:
         console.print_json(json.dumps(d.to_dict()))
-        return 0 if d.feasible else 3
+    else:
+        _print_decision(console, d)
+    if not_stored is not None:
+        print(f"bellamy: warning: this decision was not stored: {not_stored}", file=sys.stderr)
+    return 0 if d.feasible else 3
+
+
+def _print_decision(console: Console, d: SizingDecision) -> None:
+    from rich.table import Table
+
     table = Table(
         title=f"{d.job_type}: sizing for target {_seconds(d.target_s)} s at {format_confidence(d.confidence)}"
     )
@@ -119,5 +138,5 @@ def _size(args: argparse.Namespace) -> int:
         table.add_row(*row, style="bold green" if c.scale_out == d.chosen_scale_out else None)
     console.print(table)
     colour = "green" if d.feasible else "red"
-    console.print(f"decision {d.decision_id}: {d.chosen_scale_out} — {d.reason}", style=colour, markup=False)
-    return 0 if d.feasible else 3
+    stored = "not stored" if d.decision_id is None else d.decision_id
+    console.print(f"decision {stored}: {d.chosen_scale_out} — {d.reason}", style=colour, markup=False)

@@ -129,10 +129,12 @@ class BellamySizingMixin(BellamyRecordingMixin, metaclass=BaseOperatorMeta):
     :param deadline: absolute deadline (aware datetime or ISO-8601 string; templated), or
         ``"dag"``: the DAG's ``DeadlineAlert`` (as ``use_dag_deadline=True``).
     :param use_dag_deadline: take the deadline from the DAG's ``DeadlineAlert``
-        (``deadline_alert_name`` picks one of several).
+        (``deadline_alert_name`` picks one of several; refused without it).
     :param reserve: a duration to leave for the tasks after the sized one, or ``"auto"``:
         predicted from their durations in earlier runs (Airflow's task instances, else the
-        store; ``default_task_reserve`` for a task with neither). Only with a deadline.
+        store; ``default_task_reserve`` for a task with neither, refused without ``"auto"``).
+        Only with a deadline. A ``target`` that is empty or white space (a template that rendered
+        nothing) is no target.
     :param confidence: the probability the chosen size meets the target, in [0.5, 1).
     :param objective: ``min_scale_out`` | ``min_cost`` (needs ``price_per_node_hour``) | ``fastest`` |
         ``fewest_nodes`` (see docs/sizing.md).

@@ -96,6 +96,21 @@ BAD = [
         "3",
     ),
     ("jobs: {j: {framework: spark, scale_out: [1], reserve: 60}}", "jobs.j.reserve", "60"),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], target: 60, default_task_reserve: 30s}}",
+        "jobs.j.default_task_reserve",
+        "30s",
+    ),
+    (
+        "jobs: {j: {framework: spark, scale_out: [1], target: 60, deadline_alert_name: sla}}",
+        "jobs.j.deadline_alert_name",
+        "sla",
+    ),
+    (
+        "defaults: {deadline_alert_name: sla}\njobs: {j: {framework: spark, scale_out: [1], target: 60}}",
+        "defaults.deadline_alert_name",
+        "sla",
+    ),
     ("jobs: {j: {framework: spark, scale_out: [1], targte: 60}}", "jobs.j.targte", "60"),
     (
         "jobs: {j: {framework: spark, scale_out: [1], properties: {scale_out: 3}}}",

@@ -5,39 +5,13 @@ submission and polling besides the job)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.fixtures.airflow import connection_json, task_states, xcom_value
-from tests.fixtures.http import json_server
-
-CONTEXT = {"machine_type": "flink-m5", "environment": "test"}
-
-
-@pytest.fixture
-def jobmanager() -> Iterator[dict[str, Any]]:
-    """A Flink JobManager's REST API on 127.0.0.1: no job until ``submitted`` names one, which then
-    answers as FINISHED with the given ``job`` fields."""
-    state: dict[str, Any] = {"submitted": None, "job": {}}
-
-    def answer(path: str, client: tuple[str, int]) -> tuple[int, Any]:
-        if path == "/overview":
-            return 200, {"slots-available": 4, "slots-total": 4, "taskmanagers": 1}
-        job_id = state["submitted"]
-        if job_id and path == f"/jobs/{job_id}":
-            return 200, {"jid": job_id, "name": "wc", "state": "FINISHED", **state["job"]}
-        if job_id and path == f"/jobs/{job_id}/exceptions":
-            return 200, {}
-        return 404, {"errors": ["not found"]}
-
-    with json_server(answer) as url:
-        state["url"] = url
-        yield state
-
+from tests.fixtures.airflow import task_states, xcom_value
+from tests.fixtures.fake_flink import FakeJobManager, flink_dag
 
 CASES = {
     # a duration that does not parse and no start/end times to take it from
@@ -51,47 +25,19 @@ CASES = {
 @pytest.mark.parametrize("callback", [False, True], ids=["listener", "listener+callback"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_job_without_a_readable_runtime_is_not_recorded_as_a_run(
-    airflow_db: str,
-    bellamy_store: Any,
-    monkeypatch: pytest.MonkeyPatch,
-    jobmanager: dict[str, Any],
-    tmp_path: Any,
-    case: str,
-    callback: bool,
+    airflow_db: str, bellamy_store: Any, fake_jobmanager: FakeJobManager, case: str, callback: bool
 ) -> None:
-    from airflow.sdk import DAG
-
     from airflow_provider_bellamy.callbacks import record_runtime
-    from airflow_provider_bellamy.hooks.flink import FlinkHook
-    from airflow_provider_bellamy.operators.flink import BellamyFlinkOperator
     from tests.fixtures.airflow_db import run_dag_test
 
-    monkeypatch.setenv("AIRFLOW_CONN_FLINK_FAKE", connection_json("http", host=jobmanager["url"]))
-    jobmanager["job"] = CASES[case]
-
-    def submit(self: Any, application: str, parallelism: int, *, job_id: str | None = None, **kw: Any) -> str:
-        jobmanager["submitted"] = job_id
-        return str(job_id)
-
-    monkeypatch.setattr(FlinkHook, "submit", submit)
-    application = tmp_path / "wc.py"
-    application.write_text("print('wc')\n")
-    with DAG(
-        "test_flink_no_runtime", schedule=None, start_date=dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
-    ) as dag:
-        BellamyFlinkOperator(
-            task_id="wc",
-            application=str(application),
-            job_type="wc",
-            properties=CONTEXT,
-            scale_outs=[2],
-            flink_conn_id="flink_fake",
-            poll_interval_s=0.1,
-            on_success_callback=record_runtime if callback else None,
+    fake_jobmanager.job = lambda job_id: (200, {"state": "FINISHED", **CASES[case]})
+    with flink_dag("test_flink_no_runtime") as dag:
+        fake_jobmanager.operator(
+            poll_interval_s=0.1, on_success_callback=record_runtime if callback else None
         )
     dr = run_dag_test(dag)
     assert task_states(dr) == {"wc": "success"}  # the job's success stands
-    assert jobmanager["submitted"] is not None
+    assert fake_jobmanager.submitted
     assert bellamy_store.list_runs("wc", limit=None) == []  # no row with the task's wall time
     assert xcom_value(dr, "wc")["run_row_id"] is None
 

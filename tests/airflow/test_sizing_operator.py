@@ -173,6 +173,9 @@ def test_templated_values_are_validated_after_rendering(bellamy_store: Any) -> N
         ({"scale_outs": []}, "scale_outs"),
         ({"confidence": 1.5}, "confidence"),
         ({"job_type": " "}, "job_type"),
+        # taken and ignored until session 32: read only with reserve="auto" / the DAG's DeadlineAlert
+        ({"target": 300, "default_task_reserve": 60}, "default_task_reserve"),
+        ({"target": "5m", "deadline_alert_name": "sla"}, "deadline_alert_name"),
     ],
 )
 def test_bad_arguments_fail_at_parse_time(kwargs: dict[str, Any], field: str) -> None:

@@ -3,58 +3,37 @@ without write permission. Writes are refused naming the store and the cause; not
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from airflow_provider_bellamy.cli import main
 from airflow_provider_bellamy.exceptions import StoreError
 from airflow_provider_bellamy.facade import Bellamy
 from tests.fixtures.permissions import cli_without_root_rights
-from tests.store.conftest import observed_run
+from tests.store.conftest import observed_run, seed_ernest_runs
 
 
 @pytest.mark.postgres
 def test_a_read_only_postgresql_role_reads_and_its_writes_are_a_clear_error(
-    postgres_url: str, capsys: pytest.CaptureFixture[str]
+    postgres_url: str, read_only_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before session 25 a write raised SQLAlchemy's ProgrammingError (a traceback of the whole
     INSERT from `bellamy history import`)."""
     owner = Bellamy(postgres_url)
-    owner.upgrade()
     owner.record_run(**observed_run())
-    database = make_url(postgres_url).database
-    admin = sa.create_engine(postgres_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text("CREATE ROLE bellamy_reader LOGIN PASSWORD 's3cret'"))
-        conn.execute(sa.text(f'GRANT CONNECT ON DATABASE "{database}" TO bellamy_reader'))
-        conn.execute(sa.text("GRANT SELECT ON ALL TABLES IN SCHEMA public TO bellamy_reader"))
-    try:
-        url = make_url(postgres_url).set(username="bellamy_reader", password="s3cret")
-        reader = Bellamy(url.render_as_string(hide_password=False))
-        assert reader.count_runs() == 1
-        with pytest.raises(StoreError, match="permission denied for table runs") as err:
-            reader.record_run(**observed_run(try_number=2))
-        assert "bellamy_reader:***@" in str(err.value) and "s3cret" not in str(err.value)
-        capsys.readouterr()
-        argv = [
-            "--store-url",
-            url.render_as_string(hide_password=False),
-            "history",
-            "import",
-            "--traces",
-            "bell",
-        ]
-        assert main(argv) == 2
-        assert "refused this user while recording runs" in capsys.readouterr().err
-        assert owner.count_runs() == 1
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text("DROP OWNED BY bellamy_reader"))
-            conn.execute(sa.text("DROP ROLE bellamy_reader"))
-        admin.dispose()
+    reader = Bellamy(read_only_url)
+    assert reader.count_runs() == 1
+    with pytest.raises(StoreError, match="permission denied for table runs") as err:
+        reader.record_run(**observed_run(try_number=2))
+    role = make_url(read_only_url)
+    assert f"{role.username}:***@" in str(err.value) and str(role.password) not in str(err.value)
+    capsys.readouterr()
+    assert main(["--store-url", read_only_url, "history", "import", "--traces", "bell"]) == 2
+    assert "refused this user while recording runs" in capsys.readouterr().err
+    assert owner.count_runs() == 1
 
 
 def test_a_sqlite_store_in_a_read_only_folder_is_a_clear_error(tmp_path: Path) -> None:
@@ -79,3 +58,65 @@ def test_a_sqlite_store_in_a_read_only_folder_is_a_clear_error(tmp_path: Path) -
         folder.chmod(0o755)
         path.chmod(0o644)
     assert Bellamy(f"sqlite:///{path}").count_runs() == 1
+
+
+# `bellamy size` of seed_ernest_runs' context (its candidates and the framework of its runs)
+SIZE_ETL = [
+    "size", "etl", "--set", "machine_type=emr-m5", "--set", "cores=4", "--set", "data_size_mb=512",
+    "--framework", "spark", "--scale-outs", "2,4,8,16",
+]  # fmt: skip
+
+
+@pytest.mark.postgres
+def test_bellamy_size_on_a_read_only_store_prints_its_answer_and_says_it_was_not_stored(
+    postgres_url: str, read_only_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Until session 32 the command printed only the store's error and exited 2, the answer it had
+    computed lost. The status is the answer's (0 met, 3 not), as the operators launch it; stderr
+    says the decision was not stored and why; stdout is the answer as on a store that writes."""
+    owner = Bellamy(postgres_url)
+    seed_ernest_runs(owner)
+    capsys.readouterr()
+
+    assert main(["--store-url", read_only_url, *SIZE_ETL, "--target", "300"]) == 0
+    out, err = capsys.readouterr()
+    assert "▶" in out and "decision not stored: 4 —" in out.replace("\n", " ")
+    assert "bellamy: warning: this decision was not stored" in err and "permission denied for table" in err
+    assert "Traceback" not in err and str(make_url(read_only_url).password) not in err
+
+    assert main(["--store-url", read_only_url, *SIZE_ETL, "--target", "300", "--json"]) == 0
+    out, err = capsys.readouterr()
+    answer = json.loads(out)
+    assert (answer["chosen_scale_out"], answer["decision_id"], answer["feasible"]) == (4, None, True)
+    assert "this decision was not stored" in err
+
+    assert main(["--store-url", read_only_url, *SIZE_ETL, "--target", "60"]) == 3  # no size meets it
+    out, err = capsys.readouterr()
+    assert "decision not stored: 16 —" in out.replace("\n", " ") and "not stored" in err
+    assert owner.list_decisions(limit=None) == []  # nothing pretends it was stored
+    # the owner's store gives the same answer, and stores it
+    assert main(["--store-url", postgres_url, *SIZE_ETL, "--target", "300"]) == 0
+    out, err = capsys.readouterr()
+    assert ": 4 —" in out and "not stored" not in out + err
+    assert len(owner.list_decisions(limit=None)) == 1
+
+
+def test_bellamy_size_on_a_read_only_sqlite_file_prints_its_answer_and_says_it_was_not_stored(
+    tmp_path: Path,
+) -> None:
+    """The embedded store's case: a file this user may read, not write (its folder writable)."""
+    path = tmp_path / "bellamy.db"
+    owner = Bellamy(f"sqlite:///{path}")
+    seed_ernest_runs(owner)
+    from airflow_provider_bellamy.store.engine import dispose_engines
+
+    dispose_engines()
+    path.chmod(0o444)
+    try:
+        proc = cli_without_root_rights(str(path), *SIZE_ETL, "--target", "300")
+    finally:
+        path.chmod(0o644)
+    assert proc.returncode == 0, proc.stderr
+    assert "decision not stored: 4 —" in proc.stdout
+    assert "this decision was not stored" in proc.stderr and "readonly database" in proc.stderr
+    assert owner.list_decisions(limit=None) == []
