@@ -17,6 +17,7 @@ usage: python job-cells-s32-jobcal32.py TRACE JOB CACHE [--calibration]
 from __future__ import annotations
 
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -40,7 +41,16 @@ def data_of(trace: str):
 
 def held_out(model, task, fold):
     """Per k: list of (context, multiplier up, multiplier down, covered up, covered down) per test run."""
+    # (DRAWS=n: n draws of every held-out context's points, the first the benchmark's own)
     rng = np.random.default_rng(10_000 + 0 * 100 + fold)
+    out = {k: [] for k in KS}
+    for _ in range(int(os.environ.get("DRAWS", "1"))):
+        for k, rows in one_draw(model, task, rng).items():
+            out[k].extend(rows)
+    return out
+
+
+def one_draw(model, task, rng):
     draws = {
         k: {cid: task.draw(g, k, rng) for cid, g in task.held_out.groupby("context_id", sort=True)}
         for k in K_VALUES
@@ -73,6 +83,7 @@ def q90(x):
 
 
 captured: list[tuple] = []
+rng = np.random.default_rng(0)
 if CAL:
     original = cal.check_normalised_tables
     original_tables = cal._tables_per_k
@@ -156,7 +167,8 @@ for task in held_out_tasks(data, 0):
             wk = tables_fits[(k - 1) * 4 : k * 4]
             tw = np.array([0.0 if wk[dd] is None else float(wk[dd][o]) for dd, o in zip(draw, owner, strict=True)])
             cal_rows[k].extend(
-                (task.fold, int(o), u, d, w) for o, u, d, w in zip(owner, cup, cdn, tw, strict=True)
+                (task.fold, int(o), u, d, w, int(dd))
+                for o, u, d, w, dd in zip(owner, cup, cdn, tw, draw, strict=True)
             )
             line += (
                 f" | calibration {len(set(owner.tolist()))} ctx {len(raw)} res: ≤ upper {np.mean(cup <= 1):.1%}"
@@ -165,7 +177,6 @@ for task in held_out_tasks(data, 0):
         print(line)
 
 print("\n# all folds")
-rng = np.random.default_rng(0)
 for k in KS:
     r = all_rows[k]
     ctxs = sorted({(x[0], x[1]) for x in r})
@@ -199,33 +210,50 @@ for k in KS:
                 f" | calibration {len({(x[0], x[1]) for x in cc})} ctx {len(cc)} res ≤ upper "
                 f"{np.mean([x[2] <= 1 for x in cc]):.1%} ≥ lower {np.mean([x[3] <= 1 for x in cc]):.1%}"
             )
+        if cc and h:
+            # samples of as many calibration contexts of the group, one draw each (as below)
+            by_g = {}
+            for x in cc:
+                by_g.setdefault((x[0], x[1]), {}).setdefault(x[5], []).append(x)
+            keys_g = sorted(by_g)
+            n_g = len({(x[0], x[1]) for x in h})
+            obs = float(np.mean([x[2] <= 1 for x in h]))
+            sims = []
+            for _ in range(4000):
+                u = []
+                for i in rng.integers(0, len(keys_g), n_g):
+                    groups = list(by_g[keys_g[i]].values())
+                    u.extend(x[2] <= 1 for x in groups[rng.integers(0, len(groups))])
+                sims.append(np.mean(u))
+            line += f"; samples of {n_g}: ≤ upper 5-95 % {np.quantile(sims, .05):.1%}-{np.quantile(sims, .95):.1%}, P(≤ {obs:.1%}) = {np.mean(np.array(sims) <= obs + 1e-9):.3f}"
         print(line)
     if CAL and cal_rows[k]:
         c = cal_rows[k]
         cup = np.array([x[2] for x in c])
         cdn = np.array([x[3] for x in c])
-        # samples of the held-out size: n calibration contexts (of any fold), one residual each per
-        # held-out run per context
+        # samples of the held-out size: n calibration contexts (of any fold), each with every test
+        # residual of one of its draws (a held-out context's runs share one fine-tuning, as a
+        # calibration context's runs of one draw do)
         keys = sorted({(x[0], x[1]) for x in c})
         by = {}
         for x in c:
-            by.setdefault((x[0], x[1]), []).append(x)
+            by.setdefault((x[0], x[1]), {}).setdefault(x[5], []).append(x)
         sims_up, sims_dn = [], []
         for _ in range(4000):
             pick = rng.integers(0, len(keys), n)
             u, d = [], []
             for i in pick:
-                rows_i = by[keys[i]]
-                j = rng.integers(0, len(rows_i), max(1, round(per_ctx)))
-                u.extend(rows_i[t][2] <= 1 for t in j)
-                d.extend(rows_i[t][3] <= 1 for t in j)
+                groups = list(by[keys[i]].values())
+                rows_i = groups[rng.integers(0, len(groups))]
+                u.extend(x[2] <= 1 for x in rows_i)
+                d.extend(x[3] <= 1 for x in rows_i)
             sims_up.append(np.mean(u))
             sims_dn.append(np.mean(d))
         sims_up, sims_dn = np.array(sims_up), np.array(sims_dn)
         print(
             f"      calibration {len(keys)} ctx {len(c)} res: ≤ upper {np.mean(cup <= 1):.1%} ≥ lower {np.mean(cdn <= 1):.1%}"
             f"; q90 up {q90(cup):.2f} down {q90(cdn):.2f}; mean score part up {np.mean(np.maximum(cup,0)):.3f}"
-            f"\n      samples of {n} calibration contexts: ≤ upper 5-95 % {np.quantile(sims_up, .05):.1%}-{np.quantile(sims_up, .95):.1%},"
+            f"\n      samples of {n} calibration contexts (one draw each): ≤ upper 5-95 % {np.quantile(sims_up, .05):.1%}-{np.quantile(sims_up, .95):.1%},"
             f" P(≤ {cov_up:.1%}) = {np.mean(sims_up <= cov_up + 1e-9):.3f}; ≥ lower 5-95 % {np.quantile(sims_dn, .05):.1%}-"
             f"{np.quantile(sims_dn, .95):.1%}, P(≤ {cov_dn:.1%}) = {np.mean(sims_dn <= cov_dn + 1e-9):.3f}"
         )
