@@ -72,7 +72,8 @@ def one_draw(model, task, rng):
             tc = tuned._tuned_for(tuned._normalise(ctx))
             w = 0.0 if tc is None or tc.twin is None else float(tc.twin.weight)
             rows.extend(
-                (cid, u, d, yy <= h, yy >= low, w) for u, d, yy, h, low in zip(up, dn, y, hi, lo, strict=True)
+                (cid, u, d, yy <= h, yy >= low, w, rr, off)
+                for u, d, yy, h, low, rr, off in zip(up, dn, y, hi, lo, r, np.log(hi / pred), strict=True)
             )
         out[k] = rows
     return out
@@ -167,8 +168,8 @@ for task in held_out_tasks(data, 0):
             wk = tables_fits[(k - 1) * 4 : k * 4]
             tw = np.array([0.0 if wk[dd] is None else float(wk[dd][o]) for dd, o in zip(draw, owner, strict=True)])
             cal_rows[k].extend(
-                (task.fold, int(o), u, d, w, int(dd))
-                for o, u, d, w, dd in zip(owner, cup, cdn, tw, draw, strict=True)
+                (task.fold, int(o), u, d, w, int(dd), float(rr), float(off))
+                for o, u, d, w, dd, rr, off in zip(owner, cup, cdn, tw, draw, raw, hi_b * divisors[k], strict=True)
             )
             line += (
                 f" | calibration {len(set(owner.tolist()))} ctx {len(raw)} res: ≤ upper {np.mean(cup <= 1):.1%}"
@@ -204,11 +205,13 @@ for k in KS:
         line = (
             f"      {name}: held-out {len({(x[0], x[1]) for x in h})} ctx {len(h)} runs ≤ upper "
             f"{np.mean([x[2] <= 1 for x in h]):.1%} ≥ lower {np.mean([x[3] <= 1 for x in h]):.1%}"
+            f", mean log(y/pred) {np.mean([x[7] for x in h]):+.3f}, mean upper offset {np.mean([x[8] for x in h]):.3f}"
         )
         if cc:
             line += (
                 f" | calibration {len({(x[0], x[1]) for x in cc})} ctx {len(cc)} res ≤ upper "
                 f"{np.mean([x[2] <= 1 for x in cc]):.1%} ≥ lower {np.mean([x[3] <= 1 for x in cc]):.1%}"
+                f", mean log residual {np.mean([x[6] for x in cc]):+.3f}, mean upper offset (pooled tables) {np.mean([x[7] for x in cc]):.3f}"
             )
         if cc and h:
             # samples of as many calibration contexts of the group, one draw each (as below)
