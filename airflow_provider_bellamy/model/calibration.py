@@ -27,9 +27,9 @@ from airflow_provider_bellamy.model.finetuning import (
     fit_context,
     fit_delta,
     mix_twin,
-    nearest_log_runtime,
     run_level,
     tuned_log_runtime,
+    twin_log_runtime,
 )
 from airflow_provider_bellamy.model.inference import log_runtime
 
@@ -653,9 +653,12 @@ def calibrate(
     def twin_at(i: int, head: np.ndarray, runs: np.ndarray) -> np.ndarray:
         """Context ``i``'s twin's curve at ``runs``; beyond its scale-outs ``head``'s shape."""
         log_n, log_twin, _ = twin_of[i]  # type: ignore[misc]
-        ends = basis[[row_at[round(float(np.exp(x)))] for x in log_n[[0, -1]]]]
-        return nearest_log_runtime(
-            log_n, log_twin, log_runtime(head, basis[runs]), log_runtime(head, ends), scale_out[runs]
+        return twin_log_runtime(
+            log_n,
+            log_twin,
+            scale_out[runs],
+            lambda at: log_runtime(head, basis[[row_at[round(float(n))] for n in at]]),
+            log_runtime(head, basis[runs]),
         )
 
     def residuals(

@@ -1020,6 +1020,24 @@ def superlinear_rise(log_n: np.ndarray, log_runtime: np.ndarray, scale_outs: np.
     return np.where(inside, np.maximum(fall - math.log(2.0), 0.0), 0.0)
 
 
+def twin_log_runtime(
+    log_n: np.ndarray,
+    log_runtime: np.ndarray,
+    scale_outs: np.ndarray,
+    network_at: Callable[[np.ndarray], np.ndarray],
+    network: np.ndarray | None = None,
+) -> np.ndarray:
+    """A twin's (or the nearest contexts') curve (log scale-outs, mean log runtime) at
+    ``scale_outs``, beyond its scale-outs the network's shape (``nearest_log_runtime``):
+    ``network_at`` gives the network's log runtime at given scale-outs (asked at the curve's first
+    and last), ``network`` its values at ``scale_outs`` where the caller has them already. The
+    one reading of a twin's curve that fine-tuning, the prediction and calibration's simulation
+    of them share."""
+    at = np.asarray(scale_outs, dtype=np.float64)
+    ends = network_at(np.exp(log_n[[0, -1]]))
+    return nearest_log_runtime(log_n, log_runtime, network_at(at) if network is None else network, ends, at)
+
+
 def nearest_log_runtime(
     log_n: np.ndarray,
     log_runtime: np.ndarray,

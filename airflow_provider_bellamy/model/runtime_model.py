@@ -62,6 +62,7 @@ from airflow_provider_bellamy.model.finetuning import (
     run_level,
     superlinear_rise,
     tuned_log_runtime,
+    twin_log_runtime,
     with_replicates,
 )
 from airflow_provider_bellamy.model.held_out import (
@@ -576,10 +577,7 @@ class RuntimeModel:
         if found is None:
             return None
         log_n, log_runtime, prior = found
-        at = np.asarray(ns, dtype=np.float64)
-        ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
-        at_runs = nearest_log_runtime(log_n, log_runtime, self._network_log(ctx, at), ends, at)
-        return log_n, log_runtime, at_runs, prior
+        return log_n, log_runtime, self._twin_curve(ctx, log_n, log_runtime, ns), prior
 
     def _twin_log(self, ctx: dict[str, str | float], ns: np.ndarray) -> np.ndarray | None:
         """For a context with a value the model reads as unknown and a twin among the training
@@ -592,9 +590,20 @@ class RuntimeModel:
         if found is None:
             return None
         log_n, log_runtime = found
-        at = np.asarray(ns, dtype=np.float64)
-        ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
-        return nearest_log_runtime(log_n, log_runtime, self._network_log(ctx, at), ends, at)
+        return self._twin_curve(ctx, log_n, log_runtime, ns)
+
+    def _twin_curve(
+        self,
+        ctx: dict[str, str | float],
+        log_n: np.ndarray,
+        log_runtime: np.ndarray,
+        ns: np.ndarray,
+        network: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """A twin's curve at ``ns``, beyond its scale-outs this model's network for ``ctx``
+        (``finetuning.twin_log_runtime``; ``network``: the network's curve at ``ns``, where
+        known)."""
+        return twin_log_runtime(log_n, log_runtime, ns, lambda at: self._network_log(ctx, at), network)
 
     def _nearest_training_curve(
         self, ctx: dict[str, str | float], align: str | None = None
@@ -860,8 +869,7 @@ class RuntimeModel:
         )[0]
         if twinned and tuned.twin is not None:
             log_n, log_runtime = np.asarray(tuned.twin.log_n), np.asarray(tuned.twin.log_runtime)
-            ends = self._network_log(ctx, np.exp(log_n[[0, -1]]))
-            twin = nearest_log_runtime(log_n, log_runtime, network, ends, ns)
+            twin = self._twin_curve(ctx, log_n, log_runtime, ns, network)
             curve = mix_twin(curve, twin, tuned.twin.weight)
         return network, curve
 
