@@ -15,6 +15,7 @@ usage: python twin-checks-s32-twinchk32.py CACHE [MAIN_COMMIT]
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,17 +34,19 @@ MAIN = sys.argv[2] if len(sys.argv) > 2 else "ffb4e8f"
 KS = (3, 5)
 Q = 0.9
 ROOT = Path(__file__).resolve().parents[2]
+# (the git checkout holding MAIN, where this script runs from a copy of other code)
+GIT = os.environ.get("BELLAMY_GIT", str(ROOT))
 
 
 def main_digest() -> bytes:
     """The model code digest of ``MAIN`` (its cached fold models' key)."""
     names = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-tree", "--name-only", MAIN, "airflow_provider_bellamy/model/"],
+        ["git", "-C", GIT, "ls-tree", "--name-only", MAIN, "airflow_provider_bellamy/model/"],
         capture_output=True, text=True, check=True,
     ).stdout.split()
     digest = hashlib.sha256()
     for name in sorted(n for n in names if n.endswith(".py")):
-        digest.update(subprocess.run(["git", "-C", str(ROOT), "show", f"{MAIN}:{name}"], capture_output=True, check=True).stdout)
+        digest.update(subprocess.run(["git", "-C", GIT, "show", f"{MAIN}:{name}"], capture_output=True, check=True).stdout)
     return digest.digest()
 
 

@@ -7,7 +7,10 @@ DRAWS draws of its k picked runs simulates fine-tuning as ``calibrate``'s tables
 on the tables' heads (``h_tables``: cross-fitted) and once on the members' heads (what the model
 fine-tunes with, ``h_members``), with the same picks. Per side: twin weight, check rms / count,
 check factor (the model's pooled (k − 1) tables' scale), the share of test runs under the pooled
-k tables' upper bound times the factor (as ``job-cells-s32-jobcal32.py``), split by twin weight.
+k tables' upper bound times the factor (as ``job-cells-s32-jobcal32.py``), split by twin weight;
+the test residual as the prediction mixes the twin (runs − the mixed curve) against session 31's
+``calibrate`` (the residual runs − tuned curve mixed with the twin's curve − runs).
+Run with the model code of the cached models (main ffb4e8f's behaviour) for "tables equal".
 
 usage: python twin-heads-s32-twinchk32.py CACHE [FOLDS]   (DRAWS=n, default 4)
 """
@@ -122,18 +125,24 @@ for task in held_out_tasks(data, 0):
                             actual=log_y[t],
                         )[0]
                         w = float(fit.twin_weight[0])
+                        r31 = r
                         if w > 0:
                             level = run_level(tw_p[None], log_y[p][None], (rw > 0)[None])[0]
-                            r = mix_twin(r, twin_log_runtime(log_n, log_twin, scale_out[t], net,
-                                                             log_runtime(hh, basis[t])) + level - log_y[t], w)
+                            twin_t = twin_log_runtime(log_n, log_twin, scale_out[t], net, log_runtime(hh, basis[t])) + level
+                            # session 31's tables: the residual runs − curve mixed with the twin's curve − runs
+                            r31 = mix_twin(r, twin_t - log_y[t], w)
+                            # the prediction's mix (the fix): runs − the mixed curve
+                            r = log_y[t] - mix_twin(log_y[t] - r, twin_t, w)
                         n_c, rms = int(fit.check_count[0]), float(fit.check_rms[0])
                         fac = cal.check_factor(prior, cal.PRIOR_CHECKS, n_c, rms) if n_c >= cal.MIN_CHECKS else 1.0
                         dist = cal.log_distance(scale_out[t], scale_out[p])
                         hi = bounds(tk, scale_out[t], small_max, dist)
                         hi = np.where(scale_out[t] > small_max, hi * fac, hi)
-                        # residual is log(pred / y): y above the upper bound where −r > hi
-                        cov_up = float(np.mean(-r <= hi))
-                        out.append((w, rms, n_c, fac, cov_up, float(np.mean(hi)), float(np.mean(-r))))
+                        # residuals are log(y / pred): the run is under the upper bound where r ≤ hi
+                        # (the cached session 31 tables' bound; ``cov31``: session 31's residual against it)
+                        cov_up = float(np.mean(r <= hi))
+                        out.append((w, rms, n_c, fac, cov_up, float(np.mean(hi)), float(np.mean(r)),
+                                    float(np.mean(r31 <= hi)), float(np.sqrt(np.mean(r**2))), float(np.sqrt(np.mean(r31**2)))))
                     rows[k].append(out)
 
 print(f"\n# s21 join, fold models {sorted(FOLDS)}, {DRAWS} draws per out-of-fold context; the same picks on both heads")
@@ -149,5 +158,10 @@ for k in KS:
                 f" | members' heads: w {s[:,1,0].mean():.2f} rms {s[:,1,1].mean():.3f} factor {s[:,1,3].mean():.3f}"
                 f" ≤ upper {s[:,1,4].mean():.1%} upper offset {s[:,1,5].mean():.3f}"
             )
+    for lab, sel in (("w >= 0.5", a[:, 0, 0] >= 0.5), ("w < 0.5", a[:, 0, 0] < 0.5)):
+        s = a[sel]
+        print(f"tables' heads, {lab}: rms of the test residual, prediction's mix {s[:,0,8].mean():.3f} against session 31's"
+              f" {s[:,0,9].mean():.3f}; ≤ the session 31 tables' upper: prediction's mix {s[:,0,4].mean():.1%},"
+              f" session 31's residual {s[:,0,7].mean():.1%}")
     print(f"weight differs by > 0.25 between the heads: {np.mean(np.abs(a[:,0,0]-a[:,1,0]) > 0.25):.1%} of draws;"
           f" corr of weights {np.corrcoef(a[:,0,0], a[:,1,0])[0,1]:.2f}")
