@@ -752,10 +752,12 @@ def calibrate(
                 )
                 if twin_weight[i] > 0:
                     # (as ``RuntimeModel.finetune`` and ``_model_log_curves``: the twin at the
-                    # level of the runs the fit used, mixed in after the residual correction)
+                    # level of the runs the fit used, mixed into the corrected curve. ``rows`` are
+                    # what the runs lie above that curve: the curves are mixed, as the prediction
+                    # mixes them, and the runs' distance above the mix is the residual)
                     used = run_weight[i, : len(p)] > 0
                     level = run_level(twin_runs[i, None, : len(p)], log_y[p][None], used[None])[0]  # type: ignore[index]
-                    rows = mix_twin(rows, twin_at(i, hh[i], t) + level - log_y[t], twin_weight[i])
+                    rows = log_y[t] - mix_twin(log_y[t] - rows, twin_at(i, hh[i], t) + level, twin_weight[i])
                 out.append(rows)
                 at.append(scale_out[t])
                 owner.append(np.full(len(t), i))

@@ -609,7 +609,10 @@ def _at_level(curve: np.ndarray, log_y: np.ndarray, used: np.ndarray) -> np.ndar
 def mix_twin(curve: np.ndarray, twin: np.ndarray, weight: float | np.ndarray) -> np.ndarray:
     """The prediction of a context with a known twin: the tuned curve and the twin's curve at the
     runs' level (``run_level``), mixed in log space by the twin's weight (``fit_context``'s
-    ``twin_weight``). Residuals mix alike (the runs' log runtime cancels)."""
+    ``twin_weight``). Residuals mix alike where both are the curve's distance from the runs
+    (prediction − runs, as ``fit_context``'s checks: the runs' log runtime cancels); a residual the
+    other way round (runs − curve, ``tuned_log_runtime``'s) mixed with a twin's prediction − runs
+    mixes the run's own noise with its negative."""
     return (1 - weight) * curve + weight * twin
 
 
